@@ -1,0 +1,85 @@
+/* estep.h - the per-observation E-step of GH/NIG EM, shared by the CPU
+ * backend and the CUDA kernels.
+ *
+ * Model: X | Y=y ~ N(mu + gamma y, y Sigma), Y ~ GIG(p, a, b).  With
+ * Sigma = L L^T, z = L^-1 (x - mu) and w = L^-1 gamma, each observation needs
+ * only q = z.z and zw = z.w.  The posterior of Y is GIG(P, A, B) with
+ * P = p - d/2, A = a + w.w, B = b + q (math.md 2.1), so one Bessel evaluation
+ * at order P and argument sqrt(A B) gives all three posterior moments and the
+ * log-density (math.md 1.4, 2.2).
+ *
+ * Statistics buffer (one contiguous array of doubles, summed across rows,
+ * threads and ranks; layout shared by every backend):
+ *   [GHF_ST_N]    number of observations
+ *   [GHF_ST_S1]   sum E[1/Y|x]                 (math.md s1)
+ *   [GHF_ST_S2]   sum E[Y|x]                   (s2)
+ *   [GHF_ST_S3]   sum E[log Y|x]               (s3)
+ *   [GHF_ST_LL]   sum log f(x)                 (log-likelihood of the current parameters)
+ *   [GHF_ST_NBAD] number of rows whose per-point result was not finite
+ *   [GHF_ST_STOP] stop requests (signals), summed
+ *   [GHF_ST_S4 ..+d)      sum x                (s4)
+ *   [S5 = S4+d ..+d)      sum x E[1/Y|x]       (s5)
+ *   [S6 = S4+2d ..+d*d)   sum x x^T E[1/Y|x]   (s6, row-major d x d; backends may fill
+ *                                               only the lower triangle, the M-step reads
+ *                                               only the lower triangle)
+ */
+#ifndef GHF_ESTEP_H
+#define GHF_ESTEP_H
+
+#include "ghf_defs.h"
+#include "bessel.h"
+
+enum {
+    GHF_ST_N = 0,
+    GHF_ST_S1 = 1,
+    GHF_ST_S2 = 2,
+    GHF_ST_S3 = 3,
+    GHF_ST_LL = 4,
+    GHF_ST_NBAD = 5,
+    GHF_ST_STOP = 6,
+    GHF_ST_S4 = 7
+};
+
+GHF_HD static inline int ghf_stats_s5(int d) { return GHF_ST_S4 + d; }
+GHF_HD static inline int ghf_stats_s6(int d) { return GHF_ST_S4 + 2 * d; }
+GHF_HD static inline int ghf_stats_len(int d) { return GHF_ST_S4 + 2 * d + d * d; }
+
+/* Per-iteration constants, computed once on the host from the parameters. */
+typedef struct ghf_estep_consts {
+    double P;        /* posterior order p - d/2 */
+    double A;        /* posterior a: a + w.w (the same for every row) */
+    double b;        /* prior b; the posterior b is b + q */
+    double log_A;    /* log(A) */
+    double ll_const; /* -(d/2) log 2pi - 1/2 log|Sigma| - log Z_sub(p,a,b) + log 2 */
+} ghf_estep_consts;
+
+/* Per-row results. */
+typedef struct ghf_point {
+    double u;  /* E[1/Y | x] */
+    double v;  /* E[Y | x] */
+    double l;  /* E[log Y | x] */
+    double ll; /* log f(x) */
+} ghf_point;
+
+/* Bessel argument of a row with squared Mahalanobis distance q. */
+GHF_HD static inline double ghf_estep_arg(const ghf_estep_consts *c, double q)
+{
+    return sqrt(c->A * (c->b + q));
+}
+
+/* The row's moments and log-density, given the Bessel quantities at order
+ * c->P and argument ghf_estep_arg(c, q) (from ghf_bessel_fused or a plan). */
+GHF_HD static inline ghf_point ghf_estep_point(const ghf_estep_consts *c, double q, double zw,
+                                               ghf_bessel_eval bk)
+{
+    ghf_point r;
+    /* r = 1/2 log(B/A): E[Y^s|x] = (B/A)^(s/2) K_{P+s}/K_P */
+    const double half_log_ba = 0.5 * (log(c->b + q) - c->log_A);
+    r.u = exp(bk.log_ratio_dn - half_log_ba);
+    r.v = exp(bk.log_ratio_up + half_log_ba);
+    r.l = bk.dlogk_dv + half_log_ba;
+    r.ll = c->ll_const + zw + c->P * half_log_ba + bk.logk;
+    return r;
+}
+
+#endif /* GHF_ESTEP_H */

@@ -1,0 +1,62 @@
+/* backend.h - the E-step backends (CPU: OpenMP + OpenBLAS + MPI_Allreduce;
+ * CUDA: fused kernels + NCCL, replayed as a CUDA graph).
+ *
+ * A backend owns one rank's shard for the whole fit (shapes never change),
+ * and turns the parameters of one EM iteration into the globally summed
+ * statistics (layout in kernels/estep.h).  estep() is collective over the
+ * communicator the backend was created with. */
+#ifndef GHF_BACKEND_H
+#define GHF_BACKEND_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "estep.h"
+
+typedef struct ghf_estep_input {
+    int d;
+    const double *mu;   /* [d] location */
+    const double *linv; /* [d*d] row-major, lower-triangular L^-1 (Sigma = L L^T) */
+    const double *w;    /* [d] L^-1 gamma */
+    ghf_estep_consts c; /* order, posterior a, prior b, log-density constant */
+    int stop_request;   /* this rank's stop request, summed into stats[GHF_ST_STOP] */
+} ghf_estep_input;
+
+typedef struct ghf_backend ghf_backend;
+struct ghf_backend {
+    const char *name; /* "cpu" or "cuda" */
+    /* Collective.  stats[ghf_stats_len(d)] receives the sums over all ranks.
+     * Returns 0, or 1 on a run-time failure (message in err). */
+    int (*estep)(ghf_backend *be, const ghf_estep_input *in, double *stats, char *err, size_t errlen);
+    void (*destroy)(ghf_backend *be);
+    /* Seconds spent so far, as measured by the backend (GPU: with events). */
+    double t_estep, t_allreduce;
+    int64_t n_calls;
+    /* Bessel evaluation strategy used in the last call (diagnostic): 0 direct, 1 plan */
+    int last_used_plan;
+    void *impl;
+};
+
+/* x: nrows*d row-major doubles (the rank's shard; may be NULL if nrows == 0).
+ * The backend keeps a pointer to x (CPU) or copies it (CUDA); x must outlive the backend. */
+ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrows, int d,
+                                    char *err, size_t errlen);
+
+#ifdef GHFIT_HAVE_CUDA
+/* Number of usable CUDA devices on this rank; 0 on any error (no driver, no device). */
+int ghf_cuda_device_count(void);
+ghf_backend *ghf_backend_cuda_create(MPI_Comm comm, const double *x, int64_t nrows, int d,
+                                     char *err, size_t errlen);
+#endif
+
+/* Choose and create a backend: which = "auto", "cpu" or "cuda".  Collective:
+ * all ranks agree (auto picks cuda only when every rank has a GPU).
+ * Returns NULL with a message (status 2 for a bad choice, 1 otherwise) in *status. */
+ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *x, int64_t nrows,
+                                int d, int *status, char *err, size_t errlen);
+
+/* Backends compiled into this binary, e.g. "cpu cuda". */
+const char *ghf_backends_compiled(void);
+
+#endif

@@ -1,0 +1,58 @@
+/* model.h - GH/NIG parameters and the host-side quantities derived from them. */
+#ifndef GHF_MODEL_H
+#define GHF_MODEL_H
+
+#include <stdint.h>
+#include "estep.h"
+
+typedef enum { GHF_FAMILY_GH = 0, GHF_FAMILY_NIG = 1 } ghf_family;
+
+const char *ghf_family_name(ghf_family f);
+/* 0 on success; -1 if the name is unknown. */
+int ghf_family_parse(const char *s, ghf_family *f);
+
+/* X | Y=y ~ N(mu + gamma y, y Sigma), Y ~ GIG(p, a, b) (ghfit's convention:
+ * density of Y proportional to y^(p-1) exp(-(a y + b/y)/2)).  NIG is p = -1/2. */
+typedef struct ghf_params {
+    int d;
+    double *mu;    /* [d] */
+    double *gamma; /* [d] */
+    double *sigma; /* [d*d], row-major, symmetric positive definite */
+    double p, a, b;
+} ghf_params;
+
+int  ghf_params_alloc(ghf_params *t, int d);
+void ghf_params_free(ghf_params *t);
+void ghf_params_copy(ghf_params *dst, const ghf_params *src); /* same d */
+/* number of free parameters (for AIC/BIC), one scale direction removed */
+int  ghf_params_count(ghf_family f, int d);
+/* 1 if every entry is finite */
+int  ghf_params_finite(const ghf_params *t);
+
+/* Quantities derived from the parameters for one E-step. */
+typedef struct ghf_derived {
+    int d;
+    double *L;    /* [d*d] lower Cholesky factor of Sigma */
+    double *Linv; /* [d*d] its inverse (lower) */
+    double *w;    /* [d]   L^-1 gamma */
+    double logdet; /* log|Sigma| */
+    ghf_estep_consts c;
+} ghf_derived;
+
+int  ghf_derived_alloc(ghf_derived *g, int d);
+void ghf_derived_free(ghf_derived *g);
+/* 0 on success; -1 if Sigma is not positive definite or a constant is not finite. */
+int  ghf_derive(const ghf_params *t, ghf_derived *g);
+
+/* Moments of the fitted law: E X = mu + gamma E[Y], Cov X = E[Y] Sigma + Var[Y] gamma gamma^T.
+ * Returns -1 (and fills NaN-free zeros) if E[Y] or Var[Y] is infinite. */
+int  ghf_params_moments(const ghf_params *t, double *mean, double *cov);
+
+/* Move along the scale orbit (mu, s Sigma, s gamma, p, s a, b / s) so that |Sigma| = 1.
+ * The law of X does not change. */
+void ghf_params_normalize(ghf_params *t, double logdet_sigma);
+
+/* log-density of one point (slow path; tests and tools) */
+double ghf_logpdf(const ghf_params *t, const double *x);
+
+#endif
