@@ -1,0 +1,86 @@
+/* h5internal.h - helpers shared by the io/ sources (not part of the public
+ * API; tests may include it for the test hooks at the end).  Internal
+ * non-static symbols are ghf__*. */
+#ifndef GHF_H5INTERNAL_H
+#define GHF_H5INTERNAL_H
+
+/* standard headers */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* MPI, HDF5 */
+#include <mpi.h>
+#include <hdf5.h>
+
+/* this module */
+#include "h5io.h"
+
+#define GHF__DEFAULT_DATASET "/X"
+
+/* Switches off HDF5's automatic error printing (idempotent). */
+void ghf__h5_quiet(void);
+
+/* snprintf into err (if err && errlen), never a trailing newline. */
+void ghf__seterr(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Agree on a status across comm: returns the max status of all ranks; when
+ * it is non-zero, err on every rank is set to the message of the lowest rank
+ * that reported that status. */
+int ghf__agree(MPI_Comm comm, int status, char *err, size_t errlen);
+
+/* "dataset" or "/X" when NULL/"". */
+const char *ghf__dsname(const char *dataset);
+
+/* What rank 0 learns about the input dataset (serial driver). */
+typedef struct ghf__dsinfo {
+    int64_t n;          /* rows */
+    int64_t d;          /* columns */
+    int     cls;        /* 0 float, 1 signed int, 2 unsigned int */
+    int     size;       /* bytes per element on disk */
+    int     chunked;    /* 1 if chunked layout */
+} ghf__dsinfo;
+
+/* Opens path serially and checks that `dataset` is a 2-D, non-empty numeric
+ * dataset.  Status 0/1/2 with a message naming file and dataset. */
+int ghf__inspect(const char *path, const char *dataset, ghf__dsinfo *info,
+                 char *err, size_t errlen);
+
+/* Writable-directory check behind ghf_h5_out_check: the path is not a
+ * directory, its directory exists, and a file can be created there. */
+int ghf__check_writable(const char *final_path, char *err, size_t errlen);
+
+/* fsync(path) (a file or a directory); 0 on success. */
+int ghf__fsync_path(const char *path);
+/* fsync the directory that holds path; 0 on success (best effort). */
+int ghf__fsync_parent(const char *path);
+
+/* String attributes (variable-length UTF-8) and numeric scalar attributes. */
+int ghf__attr_str(hid_t loc, const char *name, const char *val);
+int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
+int ghf__attr_int(hid_t loc, const char *name, int v);
+int ghf__attr_f64(hid_t loc, const char *name, double v);
+
+/* Test hooks ------------------------------------------------------------- */
+
+/* Upper bound on the bytes one collective H5Dread/H5Dwrite moves per rank
+ * (default 1 GiB).  Tests shrink it to exercise the multi-piece path; 0
+ * restores the default. */
+void   ghf__h5_set_max_piece_bytes(size_t bytes);
+size_t ghf__h5_max_piece_bytes(void);
+
+/* I/O mode of the last collective read/write piece of this process
+ * (H5Pget_mpio_actual_io_mode / H5Pget_mpio_no_collective_cause; local and
+ * global causes OR-ed); -1 before any. */
+int      ghf__h5_last_io_mode(void);
+uint32_t ghf__h5_last_no_coll_cause(void);
+void     ghf__h5_record_io_mode(hid_t dxpl);
+/* Number of collective data calls (pieces) of the last read/write. */
+int      ghf__h5_last_n_pieces(void);
+void     ghf__h5_set_last_n_pieces(int n);
+
+#endif /* GHF_H5INTERNAL_H */

@@ -1,0 +1,332 @@
+/* h5read.c - collective row-shard read of an N x d matrix (parallel HDF5).
+ *
+ * Rank 0 first inspects the file with the serial driver (so that every bad
+ * input gets one precise message), broadcasts what it found, then all ranks
+ * open the file with the MPI-IO driver and read their block of rows with
+ * collective transfers, in the FILE's element type (HDF5 1.10 silently
+ * falls back to independent I/O when it has to convert), at most
+ * ghf__h5_max_piece_bytes() per rank and call; conversion to double follows
+ * in an OpenMP loop. */
+
+/* standard headers */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* this module */
+#include "h5internal.h"
+
+void ghf_block_range(int64_t n, int rank, int size, int64_t *row0, int64_t *nrows)
+{
+    if (n <= 0 || size <= 0 || rank < 0 || rank >= size) {
+        if (row0) *row0 = 0;
+        if (nrows) *nrows = 0;
+        return;
+    }
+    /* floor(r*n/P) without overflowing r*n: r*q + floor(r*rem/P). */
+    int64_t q = n / size, rem = n % size;
+    int64_t a = (int64_t)rank * q + ((int64_t)rank * rem) / size;
+    int64_t b = (int64_t)(rank + 1) * q + ((int64_t)(rank + 1) * rem) / size;
+    if (row0) *row0 = a;
+    if (nrows) *nrows = b - a;
+}
+
+void ghf_shard_free(ghf_shard *s)
+{
+    if (!s) return;
+    free(s->x);
+    s->x = NULL;
+    s->nrows = 0;
+}
+
+int ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
+                 char *err, size_t errlen)
+{
+    ghf__dsinfo info;
+    int rc = ghf__inspect(path, dataset, &info, err, errlen);
+    if (rc == 0) {
+        if (n) *n = info.n;
+        if (d) *d = (int)info.d;
+    }
+    return rc;
+}
+
+/* Converts cnt elements of the native type (cls, size) at src to double. */
+static void to_double(double *dst, const void *src, int64_t cnt, int cls, int size)
+{
+#define GHF__CONV(T)                                                        \
+    do {                                                                    \
+        const T *s_ = (const T *)src;                                       \
+        _Pragma("omp parallel for schedule(static)")                        \
+        for (int64_t i = 0; i < cnt; i++) dst[i] = (double)s_[i];           \
+    } while (0)
+    if (cls == 0) {
+        if (size == 4) GHF__CONV(float);
+        else GHF__CONV(double);
+    } else if (cls == 1) {
+        switch (size) {
+        case 1: GHF__CONV(int8_t); break;
+        case 2: GHF__CONV(int16_t); break;
+        case 4: GHF__CONV(int32_t); break;
+        default: GHF__CONV(int64_t); break;
+        }
+    } else {
+        switch (size) {
+        case 1: GHF__CONV(uint8_t); break;
+        case 2: GHF__CONV(uint16_t); break;
+        case 4: GHF__CONV(uint32_t); break;
+        default: GHF__CONV(uint64_t); break;
+        }
+    }
+#undef GHF__CONV
+}
+
+int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
+                      char *err, size_t errlen)
+{
+    char lbuf[1024];
+    if (!err || errlen == 0) {
+        err = lbuf;
+        errlen = sizeof lbuf;
+    }
+    err[0] = '\0';
+    ghf__h5_quiet();
+    ghf__h5_set_last_n_pieces(0);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+
+    ghf_shard sh;
+    memset(&sh, 0, sizeof sh);
+    if (out) memset(out, 0, sizeof *out);
+
+    const char *path = o ? o->path : NULL;
+    const char *dn = ghf__dsname(o ? o->dataset : NULL);
+    int st = 0;
+    if (!o || !out) {
+        ghf__seterr(err, errlen, "internal error: ghf_h5_read_shard called without options or output");
+        st = 2;
+    } else if (o->win_step != 0 && o->win_step != 1) {
+        ghf__seterr(err, errlen, "%s:%s: row step %" PRId64 " is not supported (only 1)",
+                    path ? path : "(null)", dn, o->win_step);
+        st = 2;
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
+
+    /* --- rank 0 inspects the file and the window --------------------------- */
+    ghf__dsinfo info;
+    memset(&info, 0, sizeof info);
+    int64_t w0 = o->win_start, wn = 0;
+    if (rank == 0) {
+        st = ghf__inspect(path, dn, &info, err, errlen);
+        if (st == 0) {
+            wn = o->win_len < 0 ? info.n - w0 : o->win_len;
+            if (w0 < 0 || w0 >= info.n) {
+                ghf__seterr(err, errlen, "%s:%s: window start %" PRId64 " is out of range (dataset has %" PRId64 " rows)",
+                            path, dn, w0, info.n);
+                st = 2;
+            } else if (o->win_len == 0) {
+                ghf__seterr(err, errlen, "%s:%s: window of 0 rows requested (window start %" PRId64 ")",
+                            path, dn, w0);
+                st = 2;
+            } else if (wn > info.n - w0) {
+                ghf__seterr(err, errlen, "%s:%s: window [%" PRId64 ", %" PRId64 ") is out of range (dataset has %" PRId64 " rows)",
+                            path, dn, w0, w0 + wn, info.n);
+                st = 2;
+            }
+        }
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
+    int64_t meta[6] = {info.n, info.d, info.cls, info.size, info.chunked, wn};
+    MPI_Bcast(meta, 6, MPI_INT64_T, 0, comm);
+    info.n = meta[0];
+    info.d = meta[1];
+    info.cls = (int)meta[2];
+    info.size = (int)meta[3];
+    info.chunked = (int)meta[4];
+    wn = meta[5];
+    const int d = (int)info.d;
+    const int es = info.size;
+    const int direct = (info.cls == 0 && es == 8);
+
+    /* --- partition, pieces, buffers ------------------------------------------ */
+    int64_t row0 = 0, nrows = 0;
+    ghf_block_range(wn, rank, size, &row0, &nrows);
+    size_t piece_bytes = ghf__h5_max_piece_bytes();
+    int64_t row_bytes = (int64_t)d * es;
+    int64_t piece_rows = (int64_t)(piece_bytes / (size_t)row_bytes);
+    if (piece_rows < 1) piece_rows = 1;
+    int64_t my_pieces = (nrows + piece_rows - 1) / piece_rows, n_pieces = 0;
+    MPI_Allreduce(&my_pieces, &n_pieces, 1, MPI_INT64_T, MPI_MAX, comm);
+
+    double *x = NULL;
+    void *tmp = NULL;
+    if (nrows > 0) {
+        if ((uint64_t)nrows > (uint64_t)(SIZE_MAX / sizeof(double) / (size_t)d)) {
+            st = 1;
+        } else {
+            x = (double *)malloc((size_t)nrows * (size_t)d * sizeof(double));
+            if (!x) st = 1;
+            if (!direct && x) {
+                int64_t tr = nrows < piece_rows ? nrows : piece_rows;
+                tmp = malloc((size_t)tr * (size_t)row_bytes);
+                if (!tmp) st = 1;
+            }
+        }
+        if (st)
+            ghf__seterr(err, errlen, "%s:%s: out of memory for %" PRId64 " rows x %d columns on rank %d",
+                        path, dn, nrows, d, rank);
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        free(x);
+        free(tmp);
+        return st;
+    }
+
+    /* --- collective open and read -------------------------------------------- */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, 1);
+    H5Pset_file_locking(fapl, 1, 1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    hid_t ds = -1;
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot open the file with the MPI-IO driver (rank %d)", path, dn, rank);
+        st = 2;
+    } else {
+        ds = H5Dopen2(f, dn, H5P_DEFAULT);
+        if (ds < 0) {
+            ghf__seterr(err, errlen, "%s:%s: cannot open the dataset with the MPI-IO driver (rank %d)",
+                        path, dn, rank);
+            st = 2;
+        }
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        if (ds >= 0) H5Dclose(ds);
+        if (f >= 0) H5Fclose(f);
+        free(x);
+        free(tmp);
+        return st;
+    }
+
+    hid_t ftype = H5Dget_type(ds);
+    hid_t mtype = H5Tget_native_type(ftype, H5T_DIR_ASCEND);
+    hid_t fspace = H5Dget_space(ds);
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    int64_t bad_lo = -1, bad_hi = -1;
+    double dummy = 0.0;
+    for (int64_t p = 0; p < n_pieces; p++) {
+        int64_t lr0 = p * piece_rows;
+        int64_t cnt = lr0 < nrows ? (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows) : 0;
+        hid_t mspace;
+        void *buf;
+        if (cnt > 0) {
+            hsize_t start[2] = {(hsize_t)(w0 + row0 + lr0), 0};
+            hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
+            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
+            mspace = H5Screate_simple(2, count, NULL);
+            buf = direct ? (void *)(x + lr0 * d) : tmp;
+        } else {
+            hsize_t one = 1;
+            H5Sselect_none(fspace);
+            mspace = H5Screate_simple(1, &one, NULL);
+            H5Sselect_none(mspace);
+            buf = &dummy;
+        }
+        herr_t r = H5Dread(ds, mtype, mspace, fspace, dxpl, buf);
+        H5Sclose(mspace);
+        ghf__h5_record_io_mode(dxpl);
+        if (r < 0) {
+            if (bad_lo < 0) bad_lo = w0 + row0 + lr0;
+            bad_hi = w0 + row0 + lr0 + cnt;
+        } else if (cnt > 0 && !direct) {
+            to_double(x + lr0 * d, tmp, cnt * d, info.cls, es);
+        }
+    }
+    ghf__h5_set_last_n_pieces((int)n_pieces);
+    H5Pclose(dxpl);
+    H5Sclose(fspace);
+    H5Tclose(mtype);
+    H5Tclose(ftype);
+    H5Dclose(ds);
+    H5Fclose(f);
+    free(tmp);
+    if (bad_lo >= 0) {
+        ghf__seterr(err, errlen, "%s:%s: reading rows [%" PRId64 ", %" PRId64 ") failed (file truncated or corrupt?)",
+                    path, dn, bad_lo, bad_hi);
+        st = 2;
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        free(x);
+        return st;
+    }
+
+    /* --- non-finite rows ------------------------------------------------------ */
+    int64_t nbad = 0, first = INT64_MAX;
+#pragma omp parallel for schedule(static) reduction(+ : nbad) reduction(min : first)
+    for (int64_t i = 0; i < nrows; i++) {
+        const double *xi = x + i * d;
+        int ok = 1;
+        for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
+        if (!ok) {
+            nbad++;
+            if (w0 + row0 + i < first) first = w0 + row0 + i;
+        }
+    }
+    int64_t loc[1] = {nbad}, glob_bad = 0, glob_first = INT64_MAX;
+    MPI_Allreduce(loc, &glob_bad, 1, MPI_INT64_T, MPI_SUM, comm);
+    MPI_Allreduce(&first, &glob_first, 1, MPI_INT64_T, MPI_MIN, comm);
+
+    sh.d = d;
+    sh.file_dtype_bits = (info.cls == 0) ? 8 * es : (es <= 4 ? 32 : 64);
+    if (glob_bad > 0 && !o->drop_nonfinite) {
+        free(x);
+        ghf__seterr(err, errlen,
+                    "%s:%s: %" PRId64 " %s non-finite values (first at row %" PRId64 "); use --drop-nonfinite to skip them",
+                    path, dn, glob_bad, glob_bad == 1 ? "row contains" : "rows contain", glob_first);
+        return 2; /* same on every rank: derived from reduced values */
+    }
+    if (glob_bad > 0) {
+        int64_t k = 0;
+        for (int64_t i = 0; i < nrows; i++) {
+            const double *xi = x + i * d;
+            int ok = 1;
+            for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
+            if (ok) {
+                if (k != i) memmove(x + k * d, xi, (size_t)d * sizeof(double));
+                k++;
+            }
+        }
+        nrows = k;
+        if (nrows == 0) {
+            free(x);
+            x = NULL;
+        } else {
+            double *nx = (double *)realloc(x, (size_t)nrows * (size_t)d * sizeof(double));
+            if (nx) x = nx;
+        }
+        int64_t kept = 0;
+        MPI_Allreduce(&nrows, &kept, 1, MPI_INT64_T, MPI_SUM, comm);
+        if (kept == 0) {
+            free(x);
+            ghf__seterr(err, errlen, "%s:%s: all %" PRId64 " rows contain non-finite values", path, dn, wn);
+            return 2;
+        }
+        sh.n_global = kept;
+        sh.row0 = -1;
+        sh.n_dropped = glob_bad;
+    } else {
+        sh.n_global = wn;
+        sh.row0 = row0;
+        sh.n_dropped = 0;
+    }
+    sh.nrows = nrows;
+    sh.x = nrows > 0 ? x : NULL;
+    if (nrows == 0) free(x);
+    *out = sh;
+    return 0;
+}

@@ -1,0 +1,519 @@
+/* h5write.c - the result file (layout: docs/output-schema.md).
+ *
+ * Written by ONE process (rank 0) with the serial HDF5 driver to
+ * "<out>.tmp.<pid>" in the output directory; ghf_h5_out_commit writes
+ * /summary, closes, fsyncs and renames the file into place, so a failed run
+ * never leaves a partial file at the final path.  ghf_h5_read_fit_summary
+ * reads /summary back (for `ghfit summary` and the tests). */
+
+/* standard headers */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* this module */
+#include "h5internal.h"
+
+struct ghf_h5_writer {
+    char            *final_path;
+    char            *tmp_path;
+    hid_t            f;
+    hid_t            fits;
+    int              n_fits, cap;
+    ghf_fit_summary *rows;
+};
+
+/* ---------------------------------------------------------------------------
+ * Dataset helpers: every dataset gets a `description` attribute.
+ * ------------------------------------------------------------------------- */
+
+static int write_ds(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
+                    const hsize_t *dims, const void *data, const char *desc)
+{
+    hid_t s = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims, NULL);
+    if (s < 0) return -1;
+    hid_t ds = H5Dcreate2(loc, name, ftype, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = -1;
+    if (ds >= 0) {
+        hssize_t npts = H5Sget_simple_extent_npoints(s);
+        rc = 0;
+        if (npts > 0 && H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) rc = -1;
+        if (rc == 0 && ghf__attr_str(ds, "description", desc) < 0) rc = -1;
+        if (H5Dclose(ds) < 0) rc = -1;
+    }
+    H5Sclose(s);
+    return rc;
+}
+
+static int write_f64(hid_t loc, const char *name, int rank, const hsize_t *dims,
+                     const double *data, const char *desc)
+{
+    return write_ds(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, rank, dims, data, desc);
+}
+
+static int write_scalar(hid_t loc, const char *name, double v, const char *desc)
+{
+    return write_f64(loc, name, 0, NULL, &v, desc);
+}
+
+static hid_t vlen_str_type(void)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t >= 0) {
+        H5Tset_size(t, H5T_VARIABLE);
+        H5Tset_cset(t, H5T_CSET_UTF8);
+    }
+    return t;
+}
+
+/* n strings (n >= 0) as a 1-D variable-length string dataset. */
+static int write_strings(hid_t loc, const char *name, int n, const char *const *v, const char *desc)
+{
+    hid_t t = vlen_str_type();
+    if (t < 0) return -1;
+    hsize_t dim = (hsize_t)n;
+    int rc = write_ds(loc, name, t, t, 1, &dim, v, desc);
+    H5Tclose(t);
+    return rc;
+}
+
+static int write_string(hid_t loc, const char *name, const char *v, const char *desc)
+{
+    hid_t t = vlen_str_type();
+    if (t < 0) return -1;
+    int rc = write_ds(loc, name, t, t, 0, NULL, &v, desc);
+    H5Tclose(t);
+    return rc;
+}
+
+static hid_t make_group(hid_t loc, const char *name, const char *desc)
+{
+    hid_t g = H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g >= 0 && desc && ghf__attr_str(g, "description", desc) < 0) {
+        H5Gclose(g);
+        return -1;
+    }
+    return g;
+}
+
+/* The /summary row type (memory layout = ghf_fit_summary). */
+static hid_t summary_type(void)
+{
+    hid_t sname = H5Tcopy(H5T_C_S1), sfam = H5Tcopy(H5T_C_S1);
+    H5Tset_size(sname, sizeof(((ghf_fit_summary *)0)->name));
+    H5Tset_size(sfam, sizeof(((ghf_fit_summary *)0)->family));
+    H5Tset_strpad(sname, H5T_STR_NULLTERM);
+    H5Tset_strpad(sfam, H5T_STR_NULLTERM);
+    H5Tset_cset(sname, H5T_CSET_UTF8);
+    H5Tset_cset(sfam, H5T_CSET_UTF8);
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(ghf_fit_summary));
+    H5Tinsert(t, "name", HOFFSET(ghf_fit_summary, name), sname);
+    H5Tinsert(t, "family", HOFFSET(ghf_fit_summary, family), sfam);
+    H5Tinsert(t, "n", HOFFSET(ghf_fit_summary, n), H5T_NATIVE_INT64);
+    H5Tinsert(t, "d", HOFFSET(ghf_fit_summary, d), H5T_NATIVE_INT);
+    H5Tinsert(t, "loglik", HOFFSET(ghf_fit_summary, loglik), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "aic", HOFFSET(ghf_fit_summary, aic), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "bic", HOFFSET(ghf_fit_summary, bic), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "n_iter", HOFFSET(ghf_fit_summary, n_iter), H5T_NATIVE_INT);
+    H5Tinsert(t, "converged", HOFFSET(ghf_fit_summary, converged), H5T_NATIVE_INT);
+    H5Tinsert(t, "seconds", HOFFSET(ghf_fit_summary, seconds), H5T_NATIVE_DOUBLE);
+    H5Tclose(sname);
+    H5Tclose(sfam);
+    return t;
+}
+
+/* ---------------------------------------------------------------------------
+ * Writer
+ * ------------------------------------------------------------------------- */
+
+int ghf_h5_out_check(const char *final_path, char *err, size_t errlen)
+{
+    return ghf__check_writable(final_path, err, errlen);
+}
+
+static void writer_free(ghf_h5_writer *w)
+{
+    if (!w) return;
+    free(w->final_path);
+    free(w->tmp_path);
+    free(w->rows);
+    free(w);
+}
+
+/* Closes the HDF5 handles (ignoring errors) and removes the temp file. */
+static void writer_discard(ghf_h5_writer *w)
+{
+    if (w->fits >= 0) H5Gclose(w->fits);
+    if (w->f >= 0) H5Fclose(w->f);
+    w->fits = w->f = -1;
+    if (w->tmp_path) unlink(w->tmp_path);
+}
+
+ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, char *err, size_t errlen)
+{
+    ghf__h5_quiet();
+    if (ghf__check_writable(final_path, err, errlen) != 0) return NULL;
+    ghf_h5_writer *w = (ghf_h5_writer *)calloc(1, sizeof *w);
+    if (!w) {
+        ghf__seterr(err, errlen, "%s: out of memory", final_path);
+        return NULL;
+    }
+    w->f = w->fits = -1;
+    size_t n = strlen(final_path) + 32;
+    w->final_path = strdup(final_path);
+    w->tmp_path = (char *)malloc(n);
+    if (!w->final_path || !w->tmp_path) {
+        ghf__seterr(err, errlen, "%s: out of memory", final_path);
+        writer_free(w);
+        return NULL;
+    }
+    snprintf(w->tmp_path, n, "%s.tmp.%ld", final_path, (long)getpid());
+
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_file_locking(fapl, 1, 1);
+    w->f = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (w->f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot create the temporary file %s", final_path, w->tmp_path);
+        unlink(w->tmp_path);
+        writer_free(w);
+        return NULL;
+    }
+
+    char created[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    ghf_out_meta empty;
+    memset(&empty, 0, sizeof empty);
+    if (!m) m = &empty;
+    int bad = 0;
+    bad |= ghf__attr_str(w->f, "ghfit_version", m->version ? m->version : "unknown") < 0;
+    bad |= ghf__attr_str(w->f, "git_commit", m->git_commit ? m->git_commit : "unknown") < 0;
+    bad |= ghf__attr_str(w->f, "created", created) < 0;
+    bad |= ghf__attr_str(w->f, "command_line", m->command_line ? m->command_line : "") < 0;
+    bad |= ghf__attr_int(w->f, "n_ranks", m->n_ranks) < 0;
+    bad |= ghf__attr_str(w->f, "backend", m->backend ? m->backend : "") < 0;
+    if (!bad && m->config_text)
+        bad |= write_string(w->f, "config", m->config_text,
+                            "effective configuration of the run (YAML text)") < 0;
+    if (!bad) {
+        w->fits = make_group(w->f, "fits", "one group per fitted model, named by the fit");
+        bad |= w->fits < 0;
+    }
+    if (bad) {
+        ghf__seterr(err, errlen, "%s: writing the file header to %s failed", final_path, w->tmp_path);
+        writer_discard(w);
+        writer_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static int check_record(const ghf_h5_writer *w, const ghf_fit_record *r, char *err, size_t errlen)
+{
+    const char *fp = w->final_path;
+    if (!r) {
+        ghf__seterr(err, errlen, "%s: no fit record given", fp);
+        return 2;
+    }
+    if (!r->name || !*r->name || strchr(r->name, '/') || !strcmp(r->name, ".") ||
+        strlen(r->name) >= sizeof(((ghf_fit_summary *)0)->name)) {
+        ghf__seterr(err, errlen, "%s: invalid fit name '%s' (1-63 characters, no '/')", fp,
+                    r->name ? r->name : "(null)");
+        return 2;
+    }
+    if (!r->family || (strcmp(r->family, "gh") != 0 && strcmp(r->family, "nig") != 0)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: family must be \"gh\" or \"nig\"", fp, r->name);
+        return 2;
+    }
+    if (r->d < 1 || !r->mu || !r->gamma || !r->sigma) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: record needs d >= 1 and mu, gamma, sigma", fp, r->name);
+        return 2;
+    }
+    if (r->n_trace < 0 || (r->n_trace > 0 && !r->loglik_trace)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: invalid log-likelihood trace", fp, r->name);
+        return 2;
+    }
+    if (r->n_phases < 0 || (r->n_phases > 0 && (!r->phase_names || r->n_ranks < 1 || !r->phase_s))) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: invalid profile (phases, ranks or seconds missing)", fp, r->name);
+        return 2;
+    }
+    for (int i = 0; i < r->n_phases; i++)
+        if (!r->phase_names[i]) {
+            ghf__seterr(err, errlen, "%s:/fits/%s: phase name %d missing", fp, r->name, i);
+            return 2;
+        }
+    for (int i = 0; i < w->n_fits; i++)
+        if (!strcmp(w->rows[i].name, r->name)) {
+            ghf__seterr(err, errlen, "%s:/fits/%s: a fit with this name was already added", fp, r->name);
+            return 2;
+        }
+    return 0;
+}
+
+int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, size_t errlen)
+{
+    if (!w || w->f < 0) {
+        ghf__seterr(err, errlen, "result writer is not open");
+        return 2;
+    }
+    int st = check_record(w, r, err, errlen);
+    if (st) return st;
+    ghf__h5_quiet();
+    if (w->n_fits == w->cap) {
+        int nc = w->cap ? 2 * w->cap : 4;
+        ghf_fit_summary *nr = (ghf_fit_summary *)realloc(w->rows, (size_t)nc * sizeof *nr);
+        if (!nr) {
+            ghf__seterr(err, errlen, "%s:/fits/%s: out of memory", w->final_path, r->name);
+            return 1;
+        }
+        w->rows = nr;
+        w->cap = nc;
+    }
+
+    const int d = r->d;
+    const hsize_t dd[2] = {(hsize_t)d, (hsize_t)d};
+    double *nanbuf = NULL, *stats = NULL;
+    hid_t g = -1, gp = -1, gm = -1, gprof = -1;
+    int bad = 0;
+    g = make_group(w->fits, r->name, "one fitted model: attributes, EM trace, parameters, moments, profile");
+    if (g < 0) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: cannot create the group", w->final_path, r->name);
+        return 1;
+    }
+    bad |= ghf__attr_str(g, "family", r->family) < 0;
+    bad |= ghf__attr_i64(g, "n_obs", r->n_obs) < 0;
+    bad |= ghf__attr_int(g, "dim", d) < 0;
+    bad |= ghf__attr_int(g, "n_iter", r->n_iter) < 0;
+    bad |= ghf__attr_int(g, "converged", r->converged ? 1 : 0) < 0;
+    bad |= ghf__attr_str(g, "status", r->status ? r->status : "") < 0;
+    bad |= ghf__attr_f64(g, "loglik", r->loglik) < 0;
+    bad |= ghf__attr_f64(g, "aic", r->aic) < 0;
+    bad |= ghf__attr_f64(g, "bic", r->bic) < 0;
+    bad |= ghf__attr_f64(g, "elapsed_s", r->elapsed_s) < 0;
+    bad |= ghf__attr_i64(g, "n_dropped", r->n_dropped) < 0;
+    if (r->backend) bad |= ghf__attr_str(g, "backend", r->backend) < 0;
+    {
+        hsize_t nt = (hsize_t)r->n_trace;
+        bad |= write_f64(g, "loglik", 1, &nt, r->loglik_trace,
+                         "log-likelihood after each EM iteration (entry 0: initial parameters)") < 0;
+    }
+
+    gp = make_group(g, "params", "fitted parameters: X = mu + gamma*Y + sqrt(Y)*A*Z, Y ~ GIG(p, a, b), sigma = A*A^T");
+    bad |= gp < 0;
+    if (gp >= 0) {
+        hsize_t d1 = (hsize_t)d;
+        bad |= write_f64(gp, "mu", 1, &d1, r->mu, "location vector mu") < 0;
+        bad |= write_f64(gp, "gamma", 1, &d1, r->gamma, "skewness vector gamma") < 0;
+        bad |= write_f64(gp, "sigma", 2, dd, r->sigma, "dispersion matrix Sigma (row-major d x d)") < 0;
+        bad |= write_scalar(gp, "p", r->p, "GIG index parameter p (lambda); -1/2 for NIG") < 0;
+        bad |= write_scalar(gp, "a", r->a, "GIG parameter a (multiplies y: density ~ y^(p-1) exp(-(a*y + b/y)/2); psi of ghyp)") < 0;
+        bad |= write_scalar(gp, "b", r->b, "GIG parameter b (multiplies 1/y; chi of ghyp)") < 0;
+    }
+
+    gm = make_group(g, "moments", "moments of the fitted distribution");
+    bad |= gm < 0;
+    if (gm >= 0) {
+        hsize_t d1 = (hsize_t)d;
+        const double *mean = r->mean, *cov = r->cov;
+        if (!mean || !cov) {
+            nanbuf = (double *)malloc((size_t)d * (size_t)d * sizeof(double));
+            if (nanbuf)
+                for (size_t i = 0; i < (size_t)d * (size_t)d; i++) nanbuf[i] = NAN;
+            if (!mean) mean = nanbuf;
+            if (!cov) cov = nanbuf;
+        }
+        if (!mean || !cov) bad = 1;
+        else {
+            bad |= write_f64(gm, "mean", 1, &d1, mean, "mean vector E[X] of the fitted law (NaN if undefined)") < 0;
+            bad |= write_f64(gm, "cov", 2, dd, cov, "covariance matrix Cov[X] of the fitted law (NaN if undefined)") < 0;
+        }
+    }
+
+    gprof = make_group(g, "profile", "wall-clock seconds per phase and rank");
+    bad |= gprof < 0;
+    if (gprof >= 0) {
+        const int np = r->n_phases, nr = np > 0 ? r->n_ranks : 0;
+        hsize_t sdims[2] = {(hsize_t)nr, (hsize_t)np};
+        hsize_t pdim = (hsize_t)np;
+        bad |= write_strings(gprof, "phase_names", np, r->phase_names, "names of the profiled phases") < 0;
+        bad |= write_f64(gprof, "seconds", 2, sdims, r->phase_s, "wall seconds [rank][phase]") < 0;
+        stats = (double *)malloc(3 * (size_t)(np > 0 ? np : 1) * sizeof(double));
+        if (!stats) bad = 1;
+        else {
+            double *mn = stats, *me = stats + np, *mx = stats + 2 * np;
+            for (int j = 0; j < np; j++) {
+                mn[j] = INFINITY;
+                mx[j] = -INFINITY;
+                me[j] = 0.0;
+                for (int k = 0; k < nr; k++) {
+                    double v = r->phase_s[(size_t)k * np + j];
+                    mn[j] = v < mn[j] ? v : mn[j];
+                    mx[j] = v > mx[j] ? v : mx[j];
+                    me[j] += v;
+                }
+                me[j] /= nr;
+            }
+            bad |= write_f64(gprof, "min", 1, &pdim, mn, "minimum over ranks of wall seconds per phase") < 0;
+            bad |= write_f64(gprof, "mean", 1, &pdim, me, "mean over ranks of wall seconds per phase") < 0;
+            bad |= write_f64(gprof, "max", 1, &pdim, mx, "maximum over ranks of wall seconds per phase") < 0;
+        }
+    }
+    free(nanbuf);
+    free(stats);
+    if (gprof >= 0) bad |= H5Gclose(gprof) < 0;
+    if (gm >= 0) bad |= H5Gclose(gm) < 0;
+    if (gp >= 0) bad |= H5Gclose(gp) < 0;
+    bad |= H5Gclose(g) < 0;
+    if (bad) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: writing the fit to %s failed", w->final_path, r->name, w->tmp_path);
+        return 1;
+    }
+
+    ghf_fit_summary *row = &w->rows[w->n_fits++];
+    memset(row, 0, sizeof *row);
+    strncpy(row->name, r->name, sizeof row->name - 1);
+    strncpy(row->family, r->family, sizeof row->family - 1);
+    row->n = r->n_obs;
+    row->d = d;
+    row->loglik = r->loglik;
+    row->aic = r->aic;
+    row->bic = r->bic;
+    row->n_iter = r->n_iter;
+    row->converged = r->converged ? 1 : 0;
+    row->seconds = r->elapsed_s;
+    return 0;
+}
+
+int ghf_h5_out_commit(ghf_h5_writer *w, char *err, size_t errlen)
+{
+    if (!w) {
+        ghf__seterr(err, errlen, "result writer is not open");
+        return 2;
+    }
+    ghf__h5_quiet();
+    int bad = 0;
+    hid_t t = summary_type();
+    hsize_t nf = (hsize_t)w->n_fits;
+    bad |= write_ds(w->f, "summary", t, t, 1, &nf, w->rows,
+                    "one row per fit: name, family, n, d, loglik, aic, bic, n_iter, converged, seconds") < 0;
+    H5Tclose(t);
+    bad |= H5Gclose(w->fits) < 0;
+    w->fits = -1;
+    bad |= H5Fclose(w->f) < 0;
+    w->f = -1;
+    if (!bad && ghf__fsync_path(w->tmp_path) != 0) bad = 1;
+    if (bad) {
+        ghf__seterr(err, errlen, "%s: writing %s failed (disk full?)", w->final_path, w->tmp_path);
+        writer_discard(w);
+        writer_free(w);
+        return 1;
+    }
+    if (rename(w->tmp_path, w->final_path) != 0) {
+        ghf__seterr(err, errlen, "%s: cannot rename %s into place", w->final_path, w->tmp_path);
+        writer_discard(w);
+        writer_free(w);
+        return 1;
+    }
+    ghf__fsync_parent(w->final_path);
+    writer_free(w);
+    return 0;
+}
+
+void ghf_h5_out_abort(ghf_h5_writer *w)
+{
+    if (!w) return;
+    ghf__h5_quiet();
+    writer_discard(w);
+    writer_free(w);
+}
+
+/* ---------------------------------------------------------------------------
+ * Read /summary back
+ * ------------------------------------------------------------------------- */
+
+int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_rows,
+                            char *err, size_t errlen)
+{
+    ghf__h5_quiet();
+    if (rows) *rows = NULL;
+    if (n_rows) *n_rows = 0;
+    if (!rows || !n_rows) {
+        ghf__seterr(err, errlen, "internal error: ghf_h5_read_fit_summary needs rows and n_rows");
+        return 2;
+    }
+    if (!path || !*path) {
+        ghf__seterr(err, errlen, "no result file given");
+        return 2;
+    }
+    if (access(path, F_OK) != 0) {
+        ghf__seterr(err, errlen, "%s:/summary: cannot open file: no such file", path);
+        return 2;
+    }
+    if (H5Fis_hdf5(path) <= 0) {
+        ghf__seterr(err, errlen, "%s:/summary: not an HDF5 file", path);
+        return 2;
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_file_locking(fapl, 1, 1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s:/summary: HDF5 file is truncated or corrupt", path);
+        return 2;
+    }
+    int rc = 2;
+    hid_t ds = H5Dopen2(f, "/summary", H5P_DEFAULT), ft = -1, sp = -1, mt = -1;
+    if (ds < 0) {
+        ghf__seterr(err, errlen, "%s:/summary: no such dataset (not a ghfit result file?)", path);
+        goto done;
+    }
+    ft = H5Dget_type(ds);
+    sp = H5Dget_space(ds);
+    if (H5Tget_class(ft) != H5T_COMPOUND || H5Sget_simple_extent_ndims(sp) != 1) {
+        ghf__seterr(err, errlen, "%s:/summary: not a 1-D compound table", path);
+        goto done;
+    }
+    hsize_t n = 0;
+    H5Sget_simple_extent_dims(sp, &n, NULL);
+    if (n > (hsize_t)1000000) {
+        ghf__seterr(err, errlen, "%s:/summary: implausible row count %llu", path, (unsigned long long)n);
+        goto done;
+    }
+    if (n == 0) {
+        rc = 0;
+        goto done;
+    }
+    ghf_fit_summary *r = (ghf_fit_summary *)calloc((size_t)n, sizeof *r);
+    if (!r) {
+        ghf__seterr(err, errlen, "%s:/summary: out of memory", path);
+        rc = 1;
+        goto done;
+    }
+    mt = summary_type();
+    if (H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, r) < 0) {
+        ghf__seterr(err, errlen, "%s:/summary: cannot read the table (fields missing or wrong types?)", path);
+        free(r);
+        goto done;
+    }
+    for (hsize_t i = 0; i < n; i++) {
+        r[i].name[sizeof r[i].name - 1] = '\0';
+        r[i].family[sizeof r[i].family - 1] = '\0';
+    }
+    *rows = r;
+    *n_rows = (int)n;
+    rc = 0;
+done:
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    if (ds >= 0) H5Dclose(ds);
+    H5Fclose(f);
+    return rc;
+}
