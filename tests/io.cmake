@@ -6,3 +6,4 @@ target_include_directories(test_io PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOU
 foreach(np 1 2 3)
   ghf_mpi_test(NAME io_mpi_np${np} NP ${np} COMMAND $<TARGET_FILE:test_io> LABELS io TIMEOUT 120)
 endforeach()
+ghf_unit_test(NAME io_writer SOURCES tests/test_io_writer.c LABELS io TIMEOUT 60)
