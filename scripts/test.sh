@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build (Release, and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build), run ctest on both.
+# GPU tests skip cleanly without a GPU.  .ci/run calls exactly this.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+GHFIT_WITH_SLURM=1 bash "$here/scripts/install-deps.sh"
+jobs=$(nproc 2>/dev/null || echo 2)
+bash "$here/scripts/build.sh" "$here/build"
+bash "$here/scripts/build.sh" "$here/build-asan" -DGHFIT_SANITIZE=ON -DGHFIT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGHFIT_BENCH=OFF
+. "$here/scripts/mpienv.sh"
+export OMP_NUM_THREADS=1
+status=0
+echo "== ctest (release build, all labels)"
+(cd "$here/build" && ctest --output-on-failure -j "$jobs" --timeout 900) || status=1
+echo "== ctest (sanitizer build, unit tests)"
+(cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --output-on-failure -j "$jobs" -L unit --timeout 900) || status=1
+exit $status

@@ -1,0 +1,215 @@
+/* backend_cpu.c - the CPU E-step: OpenMP over row blocks, OpenBLAS for the
+ * d x d work, one MPI_Allreduce of the statistics per iteration.
+ *
+ * Two passes over the shard per iteration:
+ *   1. z = L^-1 (x - mu) for a block of rows (dtrmm), q = z.z, zw = z.w, and
+ *      the largest q;
+ *   2. the Bessel quantities at the iteration's order (through a fixed-order
+ *      plan when the shard is large enough to pay for building it), the
+ *      posterior moments, and the weighted sums s5 = X^T u (dgemv) and
+ *      s6 = X^T diag(u) X (dsyrk on rows scaled by sqrt(u)).
+ * Each thread sums into its own buffer; the buffers are added in thread
+ * order, so a run is deterministic for a given number of threads. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "bessel_plan.h"
+
+#define CPU_BLOCK 256
+/* Build the plan only when the shard has this many rows per plan node. */
+#define CPU_PLAN_ROWS_PER_NODE 4
+
+typedef struct cpu_impl {
+    MPI_Comm comm;
+    const double *x;
+    int64_t nrows;
+    int d;
+    int nthreads;
+    int len;
+    double *q, *zw;     /* [nrows] */
+    double *tstats;     /* [nthreads][len] */
+    double *tbuf;       /* [nthreads][2*CPU_BLOCK*d + CPU_BLOCK] */
+    ghf_bessel_plan *plan;
+} cpu_impl;
+
+static void cpu_destroy(ghf_backend *be)
+{
+    if (!be) return;
+    cpu_impl *c = be->impl;
+    if (c) {
+        free(c->q);
+        free(c->zw);
+        free(c->tstats);
+        free(c->tbuf);
+        free(c->plan);
+        free(c);
+    }
+    free(be);
+}
+
+static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, char *err,
+                     size_t errlen)
+{
+    cpu_impl *c = be->impl;
+    const int d = c->d, len = c->len;
+    const int64_t n = c->nrows;
+    const int64_t nblk = (n + CPU_BLOCK - 1) / CPU_BLOCK;
+    const ghf_estep_consts k = in->c;
+    const double t0 = MPI_Wtime();
+
+    /* pass 1: quadratic forms */
+    double qmax = 0.0;
+#pragma omp parallel num_threads(c->nthreads) reduction(max : qmax)
+    {
+        double *zb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)(2 * CPU_BLOCK * d + CPU_BLOCK);
+#pragma omp for schedule(static)
+        for (int64_t bi = 0; bi < nblk; bi++) {
+            const int64_t r0 = bi * CPU_BLOCK;
+            const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
+            const double *xb = c->x + (size_t)r0 * d;
+            for (int i = 0; i < nb; i++)
+                for (int j = 0; j < d; j++) zb[(size_t)i * d + j] = xb[(size_t)i * d + j] - in->mu[j];
+            /* Z = (X - mu) L^-T, i.e. row i becomes L^-1 (x_i - mu) */
+            cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, nb, d, 1.0,
+                        in->linv, d, zb, d);
+            for (int i = 0; i < nb; i++) {
+                const double *zi = zb + (size_t)i * d;
+                double qq = 0.0, zz = 0.0;
+                for (int j = 0; j < d; j++) {
+                    qq += zi[j] * zi[j];
+                    zz += zi[j] * in->w[j];
+                }
+                c->q[r0 + i] = qq;
+                c->zw[r0 + i] = zz;
+                if (qq > qmax) qmax = qq;
+            }
+        }
+    }
+
+    /* the fixed-order plan over this shard's range of Bessel arguments */
+    int use_plan = 0;
+    if (n > 0) {
+        const double zmin = ghf_estep_arg(&k, 0.0), zmax = ghf_estep_arg(&k, qmax);
+        if (isfinite(zmax) && ghf_bessel_plan_setup(c->plan, k.P, zmin, zmax) == 0) {
+            const int nn = ghf_bessel_plan_num_nodes(c->plan);
+            if ((int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= n) {
+                use_plan = 1;
+                const int np = ghf_bessel_plan_num_pieces(c->plan);
+#pragma omp parallel num_threads(c->nthreads)
+                {
+#pragma omp for schedule(dynamic, 4)
+                    for (int i = 0; i < nn; i++) ghf_bessel_plan_node(c->plan, i);
+#pragma omp for schedule(static)
+                    for (int i = 0; i < np; i++) ghf_bessel_plan_finish_piece(c->plan, i);
+                }
+            }
+        }
+    }
+    be->last_used_plan = use_plan;
+
+    /* pass 2: moments and sums */
+    memset(c->tstats, 0, (size_t)c->nthreads * (size_t)len * sizeof(double));
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        const int tid = omp_get_thread_num();
+        double *acc = c->tstats + (size_t)tid * (size_t)len;
+        double *wb = c->tbuf + (size_t)tid * (size_t)(2 * CPU_BLOCK * d + CPU_BLOCK);
+        double *ub = wb + (size_t)CPU_BLOCK * d;
+        const ghf_bessel_plan *plan = c->plan;
+#pragma omp for schedule(static)
+        for (int64_t bi = 0; bi < nblk; bi++) {
+            const int64_t r0 = bi * CPU_BLOCK;
+            const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
+            const double *xb = c->x + (size_t)r0 * d;
+            double s1 = 0.0, s2 = 0.0, s3 = 0.0, ll = 0.0, bad = 0.0;
+            for (int i = 0; i < nb; i++) {
+                const double q = c->q[r0 + i];
+                const double z = ghf_estep_arg(&k, q);
+                const ghf_bessel_eval bk = use_plan ? ghf_bessel_plan_eval(plan, z) : ghf_bessel_fused(k.P, z);
+                const ghf_point pt = ghf_estep_point(&k, q, c->zw[r0 + i], bk);
+                if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
+                    s1 += pt.u;
+                    s2 += pt.v;
+                    s3 += pt.l;
+                    ll += pt.ll;
+                    ub[i] = pt.u;
+                } else {
+                    bad += 1.0;
+                    ub[i] = 0.0;
+                }
+                const double su = sqrt(ub[i]);
+                for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
+            }
+            acc[GHF_ST_N] += nb;
+            acc[GHF_ST_S1] += s1;
+            acc[GHF_ST_S2] += s2;
+            acc[GHF_ST_S3] += s3;
+            acc[GHF_ST_LL] += ll;
+            acc[GHF_ST_NBAD] += bad;
+            double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
+            for (int i = 0; i < nb; i++)
+                for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
+            cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 1.0, s5, 1);
+            cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 1.0, s6, d);
+        }
+    }
+    for (int i = 0; i < len; i++) stats[i] = 0.0;
+    for (int t = 0; t < c->nthreads; t++) {
+        const double *acc = c->tstats + (size_t)t * (size_t)len;
+        for (int i = 0; i < len; i++) stats[i] += acc[i];
+    }
+    stats[GHF_ST_STOP] = in->stop_request ? 1.0 : 0.0;
+    const double t1 = MPI_Wtime();
+    int rc = MPI_Allreduce(MPI_IN_PLACE, stats, len, MPI_DOUBLE, MPI_SUM, c->comm);
+    const double t2 = MPI_Wtime();
+    be->t_estep += t1 - t0;
+    be->t_allreduce += t2 - t1;
+    be->n_calls++;
+    if (rc != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Allreduce of the E-step statistics failed (code %d)", rc);
+        return 1;
+    }
+    return 0;
+}
+
+ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrows, int d, char *err,
+                                    size_t errlen)
+{
+    ghf_backend *be = calloc(1, sizeof *be);
+    cpu_impl *c = calloc(1, sizeof *c);
+    if (!be || !c) goto oom;
+    be->impl = c;
+    be->name = "cpu";
+    be->estep = cpu_estep;
+    be->destroy = cpu_destroy;
+    /* BLAS runs inside our OpenMP threads: keep it single-threaded there. */
+    openblas_set_num_threads(1);
+    c->comm = comm;
+    c->x = x;
+    c->nrows = nrows;
+    c->d = d;
+    c->len = ghf_stats_len(d);
+    c->nthreads = omp_get_max_threads();
+    if (c->nthreads < 1) c->nthreads = 1;
+    c->q = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
+    c->zw = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
+    c->tstats = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(double));
+    c->tbuf = malloc((size_t)c->nthreads * (size_t)(2 * CPU_BLOCK * d + CPU_BLOCK) * sizeof(double));
+    c->plan = malloc(sizeof *c->plan);
+    if (!c->q || !c->zw || !c->tstats || !c->tbuf || !c->plan) goto oom;
+    return be;
+oom:
+    snprintf(err, errlen, "out of memory creating the CPU backend (%lld rows x %d)", (long long)nrows, d);
+    if (be) {
+        be->impl = c;
+        cpu_destroy(be);
+    } else {
+        free(c);
+    }
+    return NULL;
+}

@@ -1,0 +1,302 @@
+/* cmd_fit.c - `ghfit fit`: one GH or NIG fit of an HDF5 matrix across all ranks. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "commands.h"
+#include "em.h"
+#include "fit.h"
+#include "ghf_version.h"
+#include "h5io.h"
+#include "util.h"
+
+static void fit_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpirun -np P ghfit fit --data DATA.h5 --model gh|nig --out RESULT.h5 [options]\n"
+            "  --data FILE          input HDF5 file (N rows x d columns, float32 or float64)\n"
+            "  --dataset NAME       dataset inside FILE (default /X)\n"
+            "  --model gh|nig       family to fit\n"
+            "  --out FILE           result file (written atomically by rank 0)\n"
+            "  --max-iter K         EM iteration limit (default %d)\n"
+            "  --tol T              stop when the relative change of the log-likelihood and the largest\n"
+            "                       relative parameter change (mu, gamma, Sigma, p, a, b) are both < T\n"
+            "                       (default %g; 0 runs exactly --max-iter iterations)\n"
+            "  --backend B          auto|cpu|cuda (default auto: cuda when every rank has a GPU)\n"
+            "  --seed S             seed of the extra random subordinator starts (default 1)\n"
+            "  --starts K           GH subordinator starts tried for %d iterations each (default %d)\n"
+            "  --p-fixed P          GH with the GIG index p held fixed at P\n"
+            "  --rows START:LEN     fit a window of rows only\n"
+            "  --drop-nonfinite     skip rows with NaN/Inf (counted in the output) instead of failing\n"
+            "  --quiet              no per-iteration lines\n",
+            GHF_DEFAULT_MAX_ITER, GHF_DEFAULT_TOL, GHF_DEFAULT_START_ITERS, GHF_DEFAULT_STARTS);
+}
+
+typedef struct fit_args {
+    const char *data, *dataset, *model, *out, *backend;
+    int max_iter, starts, quiet, drop_nonfinite, fix_p;
+    double tol, p_fixed;
+    int64_t seed, win_start, win_len;
+} fit_args;
+
+static int parse_window(const char *s, int64_t *start, int64_t *len)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *c = strchr(buf, ':');
+    if (!c) return -1;
+    *c = '\0';
+    if (ghf_parse_int64(buf, start) != 0 || *start < 0) return -1;
+    if (c[1] == '\0') {
+        *len = -1;
+        return 0;
+    }
+    return (ghf_parse_int64(c + 1, len) == 0 && *len > 0) ? 0 : -1;
+}
+
+static int parse_fit_args(int argc, char **argv, fit_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->dataset = "/X";
+    a->backend = "auto";
+    a->max_iter = GHF_DEFAULT_MAX_ITER;
+    a->tol = GHF_DEFAULT_TOL;
+    a->starts = GHF_DEFAULT_STARTS;
+    a->seed = 1;
+    a->win_len = -1;
+    enum { O_DATA = 256, O_DATASET, O_MODEL, O_OUT, O_MAXIT, O_TOL, O_BACKEND, O_SEED, O_QUIET, O_DROP,
+           O_STARTS, O_PFIX, O_ROWS, O_HELP };
+    static const struct option opts[] = {
+        {"data", required_argument, 0, O_DATA},       {"dataset", required_argument, 0, O_DATASET},
+        {"model", required_argument, 0, O_MODEL},     {"out", required_argument, 0, O_OUT},
+        {"max-iter", required_argument, 0, O_MAXIT},  {"tol", required_argument, 0, O_TOL},
+        {"backend", required_argument, 0, O_BACKEND}, {"seed", required_argument, 0, O_SEED},
+        {"quiet", no_argument, 0, O_QUIET},           {"drop-nonfinite", no_argument, 0, O_DROP},
+        {"starts", required_argument, 0, O_STARTS},   {"p-fixed", required_argument, 0, O_PFIX},
+        {"rows", required_argument, 0, O_ROWS},       {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_DATA: a->data = optarg; break;
+        case O_DATASET: a->dataset = optarg; break;
+        case O_MODEL: a->model = optarg; break;
+        case O_OUT: a->out = optarg; break;
+        case O_BACKEND: a->backend = optarg; break;
+        case O_QUIET: a->quiet = 1; break;
+        case O_DROP: a->drop_nonfinite = 1; break;
+        case O_MAXIT:
+            if (ghf_parse_int(optarg, &a->max_iter) || a->max_iter < 0) {
+                ghf_error0("--max-iter: '%s' is not a non-negative integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_TOL:
+            if (ghf_parse_double(optarg, &a->tol) || a->tol < 0) {
+                ghf_error0("--tol: '%s' is not a non-negative number", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_SEED:
+            if (ghf_parse_int64(optarg, &a->seed) || a->seed < 0) {
+                ghf_error0("--seed: '%s' is not a non-negative integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_STARTS:
+            if (ghf_parse_int(optarg, &a->starts) || a->starts < 1 || a->starts > 16) {
+                ghf_error0("--starts: '%s' is not an integer in 1..16", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_PFIX:
+            if (ghf_parse_double(optarg, &a->p_fixed) || fabs(a->p_fixed) > 50) {
+                ghf_error0("--p-fixed: '%s' is not a number in [-50, 50]", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            a->fix_p = 1;
+            break;
+        case O_ROWS:
+            if (parse_window(optarg, &a->win_start, &a->win_len)) {
+                ghf_error0("--rows: '%s' is not START:LEN (e.g. 0:1000) or START:", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_HELP:
+            return -1;
+        default:
+            ghf_error0("fit: unknown or incomplete option '%s' (see ghfit fit --help)", argv[optind - 1]);
+            return GHF_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        ghf_error0("fit: unexpected argument '%s'", argv[optind]);
+        return GHF_EXIT_USAGE;
+    }
+    if (!a->data) { ghf_error0("fit: --data is required"); return GHF_EXIT_USAGE; }
+    if (!a->out) { ghf_error0("fit: --out is required"); return GHF_EXIT_USAGE; }
+    if (!a->model) { ghf_error0("fit: --model is required (gh or nig)"); return GHF_EXIT_USAGE; }
+    ghf_family fam;
+    if (ghf_family_parse(a->model, &fam) != 0) {
+        ghf_error0("--model: unknown model '%s' (expected gh or nig)", a->model);
+        return GHF_EXIT_USAGE;
+    }
+    if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
+        ghf_error0("--backend: unknown backend '%s' (expected auto, cpu or cuda)", a->backend);
+        return GHF_EXIT_USAGE;
+    }
+    if (a->fix_p && fam == GHF_FAMILY_NIG) {
+        ghf_error0("--p-fixed applies to --model gh only (NIG has p = -1/2)");
+        return GHF_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int ghf_cmd_fit(int argc, char **argv)
+{
+    MPI_Comm comm = MPI_COMM_WORLD;
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    fit_args a;
+    const int prc = parse_fit_args(argc, argv, &a);
+    if (prc < 0) {
+        if (rank == 0) fit_usage(stdout);
+        return GHF_EXIT_OK;
+    }
+    if (prc) return prc;
+    ghf_family fam;
+    ghf_family_parse(a.model, &fam);
+    ghf_install_stop_handlers();
+
+    const double t0 = MPI_Wtime();
+    char err[1024] = "";
+    int st = 0;
+    if (rank == 0) st = ghf_h5_out_check(a.out, err, sizeof err);
+    ghf_bcast_status(comm, &st, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        return st;
+    }
+
+    /* read the shard */
+    ghf_read_opts ro = {a.data, a.dataset, a.win_start, a.win_len, 1, a.drop_nonfinite};
+    ghf_shard shard;
+    st = ghf_h5_read_shard(comm, &ro, &shard, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        return st;
+    }
+    const double t_read = MPI_Wtime() - t0;
+
+    char what[512];
+    snprintf(what, sizeof what, "%s:%s", a.data, a.dataset);
+    ghf_data data;
+    st = ghf_data_prepare(comm, &shard, what, &data, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        ghf_shard_free(&shard);
+        return st;
+    }
+    ghf_backend *be = ghf_backend_create(comm, a.backend, data.x, data.nrows, data.d, &st, err, sizeof err);
+    if (!be) {
+        ghf_error0("%s", err);
+        ghf_data_free(&data);
+        ghf_shard_free(&shard);
+        return st ? st : GHF_EXIT_RUNTIME;
+    }
+    if (!a.quiet && rank == 0)
+        printf("ghfit %s: %s fit of %s (%lld x %d) on %d rank%s, backend %s\n", GHFIT_VERSION, a.model, what,
+               (long long)data.n_global, data.d, size, size == 1 ? "" : "s", be->name);
+
+    ghf_em_opts eo;
+    ghf_em_opts_defaults(&eo);
+    eo.family = fam;
+    eo.max_iter = a.max_iter;
+    eo.tol = a.tol;
+    eo.seed = (uint64_t)a.seed;
+    eo.n_starts = a.starts;
+    eo.quiet = a.quiet;
+    eo.data_mean = data.zero;
+    eo.data_cov = data.cov;
+    eo.stop_flag = &ghf_stop_requested;
+    if (a.fix_p) {
+        eo.fix_p = 1;
+        eo.p_fixed = a.p_fixed;
+    }
+    ghf_fit_out out;
+    memset(&out, 0, sizeof out);
+    snprintf(out.name, sizeof out.name, "%s", a.model);
+    out.family = fam;
+    out.n_dropped = shard.n_dropped;
+    int rc = ghf_em_fit(comm, be, data.d, &eo, &out.em, err, sizeof err);
+    if (rc) {
+        ghf_error0("%s", err);
+        goto done;
+    }
+    if (out.em.outcome == GHF_EM_INTERRUPTED) {
+        ghf_error0("stopped on a signal before convergence (no checkpoint file was requested)");
+        rc = GHF_EXIT_CHECKPOINT;
+        goto done;
+    }
+    if (out.em.outcome == GHF_EM_FAILED) {
+        ghf_error0("%s: %s", what, out.em.status);
+        rc = GHF_EXIT_RUNTIME;
+        goto done;
+    }
+    out.phases[GHF_PH_READ] = t_read;
+    out.phases[GHF_PH_INIT] = out.em.t_init;
+    out.phases[GHF_PH_ESTEP] = out.em.t_estep;
+    out.phases[GHF_PH_ALLREDUCE] = out.em.t_allreduce;
+    out.phases[GHF_PH_MSTEP] = out.em.t_mstep;
+    ghf_fit_out_finish(&out, &data);
+
+    /* write (rank 0) */
+    const double tw = MPI_Wtime();
+    out.phases[GHF_PH_WRITE] = 0.0;
+    out.phases[GHF_PH_TOTAL] = tw - t0;
+    ghf_fit_out_gather(comm, &out);
+    st = 0;
+    if (rank == 0) {
+        ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), be->name, size, NULL};
+        ghf_h5_writer *w = ghf_h5_out_open(a.out, &meta, err, sizeof err);
+        if (!w) {
+            st = GHF_EXIT_RUNTIME;
+        } else {
+            ghf_fit_record rec;
+            /* the write phase of rank 0 is known only after writing: record it as measured so far */
+            ghf_fit_out_record(&out, be->name, &rec);
+            st = ghf_h5_out_add_fit(w, &rec, err, sizeof err);
+            if (st) {
+                ghf_h5_out_abort(w);
+            } else {
+                st = ghf_h5_out_commit(w, err, sizeof err);
+            }
+        }
+    }
+    ghf_bcast_status(comm, &st, err, sizeof err);
+    out.phases[GHF_PH_WRITE] = MPI_Wtime() - tw;
+    out.phases[GHF_PH_TOTAL] = MPI_Wtime() - t0;
+    if (st) {
+        ghf_error0("%s", err);
+        rc = st;
+        goto done;
+    }
+    ghf_fit_out_gather(comm, &out);
+    if (rank == 0) {
+        if (!a.quiet) ghf_fit_out_print(&out, 1);
+        if (out.em.n_decrease > 0)
+            fprintf(stderr, "ghfit: warning: the log-likelihood decreased in %d iteration(s)\n", out.em.n_decrease);
+    }
+done:
+    ghf_fit_out_free(&out);
+    be->destroy(be);
+    ghf_data_free(&data);
+    ghf_shard_free(&shard);
+    return rc;
+}

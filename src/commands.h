@@ -1,0 +1,22 @@
+/* commands.h - the subcommands of the ghfit program. Each returns an exit status (util.h). */
+#ifndef GHF_COMMANDS_H
+#define GHF_COMMANDS_H
+
+#include <mpi.h>
+#include <signal.h>
+#include <stddef.h>
+
+int ghf_cmd_fit(int argc, char **argv);
+int ghf_cmd_generate(int argc, char **argv);
+int ghf_cmd_run(int argc, char **argv);     /* job files and sweeps */
+int ghf_cmd_summary(int argc, char **argv); /* combined summary tables */
+
+/* Collective: rank 0's (status, message) to every rank. */
+void ghf_bcast_status(MPI_Comm comm, int *status, char *msg, size_t len);
+
+/* SIGUSR1 / SIGTERM set this flag (async-signal-safe); the EM loop turns it
+ * into a collective stop at the next iteration boundary. */
+extern volatile sig_atomic_t ghf_stop_requested;
+void ghf_install_stop_handlers(void);
+
+#endif

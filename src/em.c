@@ -1,0 +1,399 @@
+/* em.c - the distributed EM driver (see em.h). */
+#include "em.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gig.h"
+#include "mstep.h"
+
+void ghf_em_opts_defaults(ghf_em_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->family = GHF_FAMILY_GH;
+    o->max_iter = GHF_DEFAULT_MAX_ITER;
+    o->tol = GHF_DEFAULT_TOL;
+    o->seed = 1;
+    o->n_starts = GHF_DEFAULT_STARTS;
+    o->start_iters = GHF_DEFAULT_START_ITERS;
+    o->label = "";
+}
+
+int ghf_em_state_alloc(ghf_em_state *s, int d, int max_iter)
+{
+    memset(s, 0, sizeof *s);
+    s->trace_cap = max_iter + 2;
+    s->trace = calloc((size_t)s->trace_cap, sizeof(double));
+    if (!s->trace || ghf_params_alloc(&s->cur, d) || ghf_params_alloc(&s->prev, d)) {
+        ghf_em_state_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void ghf_em_state_free(ghf_em_state *s)
+{
+    free(s->trace);
+    s->trace = NULL;
+    ghf_params_free(&s->cur);
+    ghf_params_free(&s->prev);
+}
+
+void ghf_em_result_free(ghf_em_result *r)
+{
+    ghf_params_free(&r->params);
+    free(r->trace);
+    r->trace = NULL;
+}
+
+static double norm2(const double *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += x[i] * x[i];
+    return sqrt(s);
+}
+
+static double diff2(const double *x, const double *y, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (x[i] - y[i]) * (x[i] - y[i]);
+    return sqrt(s);
+}
+
+double ghf_param_change(const ghf_params *a, const ghf_params *b)
+{
+    const int d = a->d;
+    double tr = 0.0;
+    for (int i = 0; i < d; i++) tr += b->sigma[i * d + i];
+    const double scale = sqrt(fabs(tr) / d);
+    double c = 0.0;
+    c = fmax(c, diff2(a->mu, b->mu, d) / (norm2(b->mu, d) + scale));
+    c = fmax(c, diff2(a->gamma, b->gamma, d) / (norm2(b->gamma, d) + scale));
+    c = fmax(c, diff2(a->sigma, b->sigma, d * d) / norm2(b->sigma, d * d));
+    c = fmax(c, fabs(a->p - b->p) / fmax(1.0, fabs(b->p)));
+    c = fmax(c, fabs(a->a - b->a) / b->a);
+    c = fmax(c, fabs(a->b - b->b) / b->b);
+    return isfinite(c) ? c : INFINITY;
+}
+
+typedef struct em_ctx {
+    MPI_Comm comm;
+    ghf_backend *be;
+    int d;
+    int len;
+    double *stats;
+    ghf_derived g;
+    int rank;
+} em_ctx;
+
+/* E-step at t.  Returns 0, -1 if Sigma is not positive definite (no
+ * collective call was made: every rank reaches the same verdict), or 1 on a
+ * run-time error. */
+static int estep(em_ctx *e, const ghf_params *t, int stop_req, char *err, size_t errlen)
+{
+    if (ghf_derive(t, &e->g) != 0) return -1;
+    ghf_estep_input in;
+    in.d = e->d;
+    in.mu = t->mu;
+    in.linv = e->g.Linv;
+    in.w = e->g.w;
+    in.c = e->g.c;
+    in.stop_request = stop_req;
+    return e->be->estep(e->be, &in, e->stats, err, errlen) ? 1 : 0;
+}
+
+/* M-step plus the |Sigma| = 1 gauge.  Returns the M-step status; -1 if the
+ * new Sigma is not positive definite. */
+static int mstep(em_ctx *e, ghf_family fam, const ghf_mstep_opts *mo, const ghf_params *cur,
+                 ghf_params *next, char *why, size_t whylen)
+{
+    const ghf_mstep_status ms = ghf_mstep(fam, mo, e->stats, cur, next, why, whylen);
+    if (ms != GHF_MSTEP_OK) return (int)ms;
+    if (ghf_derive(next, &e->g) != 0) {
+        snprintf(why, whylen, "boundary: Sigma is no longer positive definite (collinear or constant columns?)");
+        return GHF_MSTEP_BOUNDARY;
+    }
+    ghf_params_normalize(next, e->g.logdet);
+    if (!ghf_params_finite(next)) {
+        snprintf(why, whylen, "non-finite parameters after the M-step");
+        return GHF_MSTEP_FAILED;
+    }
+    return GHF_MSTEP_OK;
+}
+
+/* A start: subordinator (p, a, b); Sigma scaled so that E[Y] Sigma matches the data covariance. */
+static void make_start(ghf_params *t, const ghf_em_opts *o, int d, double p, double a, double b)
+{
+    const ghf_gig_moments m = ghf_gig_moments_eval(p, a, b);
+    const double ey = (isfinite(m.e_y) && m.e_y > 0) ? m.e_y : 1.0;
+    for (int i = 0; i < d; i++) {
+        t->mu[i] = o->data_mean ? o->data_mean[i] : 0.0;
+        t->gamma[i] = 0.0;
+    }
+    for (int i = 0; i < d * d; i++) t->sigma[i] = o->data_cov[i] / ey;
+    /* a tiny ridge keeps constant columns from failing the first Cholesky */
+    double tr = 0.0;
+    for (int i = 0; i < d; i++) tr += o->data_cov[i * d + i];
+    for (int i = 0; i < d; i++) t->sigma[i * d + i] += 1e-12 * (tr / d) / ey + 1e-300;
+    t->p = p;
+    t->a = a;
+    t->b = b;
+}
+
+/* splitmix64: the seed's extra starts */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static int initialise(em_ctx *e, const ghf_em_opts *o, const ghf_mstep_opts *mo, ghf_params *out,
+                      char *err, size_t errlen)
+{
+    const int d = e->d;
+    double cand[16][3];
+    int nc = 0;
+    if (o->family == GHF_FAMILY_NIG) {
+        cand[nc][0] = -0.5, cand[nc][1] = 1.0, cand[nc][2] = 1.0, nc++;
+    } else if (o->fix_p) {
+        const double p = o->p_fixed;
+        cand[nc][0] = p, cand[nc][1] = 1.0, cand[nc][2] = 1.0, nc++;
+    } else {
+        /* NIG-like, VG-like (b small), Student-t-like (a small), hyperbolic-like */
+        const double base[4][3] = {{-0.5, 1.0, 1.0}, {2.0, 4.0, 1e-2}, {-3.0, 1e-2, 4.0}, {1.0, 1.0, 1.0}};
+        const int nb = o->n_starts < 4 ? (o->n_starts < 1 ? 1 : o->n_starts) : 4;
+        for (int i = 0; i < nb; i++, nc++)
+            for (int j = 0; j < 3; j++) cand[nc][j] = base[i][j];
+        uint64_t s = o->seed * 0x2545F4914F6CDD1DULL + 12345u;
+        for (int i = 4; i < o->n_starts && nc < 16; i++, nc++) {
+            const double u1 = (double)(splitmix(&s) >> 11) * 0x1.0p-53;
+            const double u2 = (double)(splitmix(&s) >> 11) * 0x1.0p-53;
+            cand[nc][0] = -4.0 + 8.0 * u1;
+            cand[nc][1] = exp(-2.0 + 4.0 * u2);
+            cand[nc][2] = cand[nc][1];
+        }
+    }
+    ghf_params t, nx;
+    if (ghf_params_alloc(&t, d) || ghf_params_alloc(&nx, d)) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    double best = -INFINITY;
+    int have = 0;
+    char why[256];
+    for (int c = 0; c < nc; c++) {
+        make_start(&t, o, d, cand[c][0], cand[c][1], cand[c][2]);
+        double ll = -INFINITY;
+        int ok = 1;
+        const int iters = nc > 1 ? o->start_iters : 0;
+        for (int it = 0; it < iters && ok; it++) {
+            const int rc = estep(e, &t, 0, err, errlen);
+            if (rc == 1) goto fail;
+            if (rc != 0 || e->stats[GHF_ST_NBAD] > 0 || !isfinite(e->stats[GHF_ST_LL])) {
+                ok = 0;
+                break;
+            }
+            ll = e->stats[GHF_ST_LL];
+            if (mstep(e, o->family, mo, &t, &nx, why, sizeof why) != GHF_MSTEP_OK) {
+                /* keep t: its likelihood is known */
+                break;
+            }
+            ghf_params_copy(&t, &nx);
+        }
+        if (iters == 0) ll = 0.0;
+        if (ok && isfinite(ll) && ll > best && ghf_params_finite(&t)) {
+            best = ll;
+            ghf_params_copy(out, &t);
+            have = 1;
+        }
+    }
+    ghf_params_free(&t);
+    ghf_params_free(&nx);
+    if (!have) {
+        snprintf(err, errlen, "initialisation failed: no starting point gave a finite likelihood");
+        return 2;
+    }
+    /* normalise the gauge of the chosen start */
+    if (ghf_derive(out, &e->g) == 0) ghf_params_normalize(out, e->g.logdet);
+    return 0;
+fail:
+    ghf_params_free(&t);
+    ghf_params_free(&nx);
+    return 1;
+}
+
+static void finish(ghf_em_result *r, const ghf_params *t, double ll, int n_iter, const double *trace,
+                   ghf_em_outcome oc, const char *status)
+{
+    ghf_params_copy(&r->params, t);
+    r->loglik = ll;
+    r->n_iter = n_iter;
+    r->outcome = oc;
+    r->converged = oc == GHF_EM_CONVERGED;
+    snprintf(r->status, sizeof r->status, "%s", status);
+    r->n_trace = n_iter + 1;
+    memcpy(r->trace, trace, (size_t)r->n_trace * sizeof(double));
+}
+
+int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_em_result *r,
+               char *err, size_t errlen)
+{
+    const double t_start = MPI_Wtime();
+    memset(r, 0, sizeof *r);
+    em_ctx e;
+    memset(&e, 0, sizeof e);
+    e.comm = comm;
+    e.be = be;
+    e.d = d;
+    e.len = ghf_stats_len(d);
+    MPI_Comm_rank(comm, &e.rank);
+    const int max_iter = o->max_iter < 0 ? 0 : o->max_iter;
+    ghf_em_state st;
+    int rc = 0;
+    e.stats = calloc((size_t)e.len, sizeof(double));
+    r->trace = calloc((size_t)max_iter + 2, sizeof(double));
+    if (!e.stats || !r->trace || ghf_derived_alloc(&e.g, d) || ghf_params_alloc(&r->params, d) ||
+        ghf_em_state_alloc(&st, d, max_iter)) {
+        snprintf(err, errlen, "out of memory (d = %d)", d);
+        free(e.stats);
+        ghf_derived_free(&e.g);
+        return 1;
+    }
+    const double be_e0 = be->t_estep, be_a0 = be->t_allreduce;
+    ghf_mstep_opts mo = {o->fix_p, 50.0};
+    const int print = !o->quiet && e.rank == 0;
+    const char *lab = o->label ? o->label : "";
+
+    /* --- starting point --- */
+    if (o->resume) {
+        st.iter = o->resume->iter;
+        ghf_params_copy(&st.cur, &o->resume->cur);
+        ghf_params_copy(&st.prev, &o->resume->prev);
+        if (st.iter > max_iter) st.iter = max_iter;
+        memcpy(st.trace, o->resume->trace, (size_t)st.iter * sizeof(double));
+    } else if (o->init) {
+        ghf_params_copy(&st.cur, o->init);
+        if (ghf_derive(&st.cur, &e.g) != 0) {
+            snprintf(err, errlen, "the starting parameters have a Sigma that is not positive definite");
+            rc = 2;
+            goto out;
+        }
+        ghf_params_normalize(&st.cur, e.g.logdet);
+    } else {
+        const int irc = initialise(&e, o, &mo, &st.cur, err, errlen);
+        if (irc != 0) {
+            rc = irc == 2 ? 0 : 1;
+            if (irc == 2) {
+                /* no finite start: report as a failed fit, not a crash */
+                ghf_params_copy(&r->params, &st.cur);
+                r->outcome = GHF_EM_FAILED;
+                snprintf(r->status, sizeof r->status, "failed: %s", err);
+                r->loglik = -INFINITY;
+                r->n_trace = 0;
+            }
+            goto out;
+        }
+    }
+    r->t_init = MPI_Wtime() - t_start - (be->t_estep - be_e0) - (be->t_allreduce - be_a0);
+
+    /* --- the loop: E-step at theta_k, test, M-step --- */
+    ghf_params nx;
+    if (ghf_params_alloc(&nx, d)) {
+        snprintf(err, errlen, "out of memory");
+        rc = 1;
+        goto out;
+    }
+    char why[256];
+    for (;;) {
+        const int k = st.iter;
+        const double t_it = MPI_Wtime();
+        if (o->on_state && o->on_state(o->on_state_ctx, &st, 0) != 0) {
+            snprintf(err, errlen, "writing the checkpoint failed");
+            rc = 1;
+            break;
+        }
+        const int stop_req = o->stop_flag ? (*o->stop_flag != 0) : 0;
+        const int erc = estep(&e, &st.cur, stop_req, err, errlen);
+        if (erc == 1) {
+            rc = 1;
+            break;
+        }
+        if (erc == -1) {
+            if (k == 0) {
+                finish(r, &st.cur, -INFINITY, 0, st.trace, GHF_EM_FAILED,
+                       "failed: the starting Sigma is not positive definite");
+            } else {
+                finish(r, &st.prev, st.trace[k - 1], k - 1, st.trace, GHF_EM_BOUNDARY,
+                       "boundary: Sigma is no longer positive definite");
+            }
+            break;
+        }
+        if (e.stats[GHF_ST_STOP] > 0) {
+            if (o->on_state && o->on_state(o->on_state_ctx, &st, 1) != 0) {
+                snprintf(err, errlen, "writing the checkpoint failed");
+                rc = 1;
+                break;
+            }
+            finish(r, &st.cur, k > 0 ? st.trace[k - 1] : NAN, k > 0 ? k - 1 : 0, st.trace,
+                   GHF_EM_INTERRUPTED, "interrupted: stop requested (signal); checkpoint written");
+            r->n_iter = k;
+            break;
+        }
+        const double ll = e.stats[GHF_ST_LL];
+        if (e.stats[GHF_ST_NBAD] > 0 || !isfinite(ll)) {
+            if (k == 0) {
+                snprintf(why, sizeof why, "failed: the log-density is not finite at %.0f observations of the starting point",
+                         e.stats[GHF_ST_NBAD]);
+                finish(r, &st.cur, -INFINITY, 0, st.trace, GHF_EM_FAILED, why);
+            } else {
+                snprintf(why, sizeof why, "boundary: the log-density became non-finite at %.0f observations (unbounded likelihood?)",
+                         e.stats[GHF_ST_NBAD]);
+                finish(r, &st.prev, st.trace[k - 1], k - 1, st.trace, GHF_EM_BOUNDARY, why);
+            }
+            break;
+        }
+        st.trace[k] = ll;
+        double dll = 0.0, dpar = INFINITY;
+        if (k > 0) {
+            dll = (ll - st.trace[k - 1]) / fmax(1.0, fabs(ll));
+            dpar = ghf_param_change(&st.cur, &st.prev);
+            if (dll < -1e-12) r->n_decrease++;
+        }
+        if (print)
+            printf("%siter %5d  loglik % .15e  dll % .3e  dpar %.3e  %.4f s\n", lab, k, ll, dll,
+                   k > 0 ? dpar : 0.0, MPI_Wtime() - t_it);
+        if (k > 0 && fabs(dll) < o->tol && dpar < o->tol) {
+            finish(r, &st.cur, ll, k, st.trace, GHF_EM_CONVERGED, "converged");
+            break;
+        }
+        if (k >= max_iter) {
+            finish(r, &st.cur, ll, k, st.trace, GHF_EM_MAX_ITER,
+                   max_iter == 0 ? "max_iter: no iterations requested" : "max_iter: iteration limit reached before convergence");
+            break;
+        }
+        const double tm = MPI_Wtime();
+        const int ms = mstep(&e, o->family, &mo, &st.cur, &nx, why, sizeof why);
+        r->t_mstep += MPI_Wtime() - tm;
+        if (ms != GHF_MSTEP_OK) {
+            finish(r, &st.cur, ll, k, st.trace, ms == GHF_MSTEP_BOUNDARY ? GHF_EM_BOUNDARY : GHF_EM_FAILED,
+                   why);
+            break;
+        }
+        ghf_params_copy(&st.prev, &st.cur);
+        ghf_params_copy(&st.cur, &nx);
+        st.iter = k + 1;
+    }
+    ghf_params_free(&nx);
+out:
+    r->t_estep = be->t_estep - be_e0;
+    r->t_allreduce = be->t_allreduce - be_a0;
+    r->t_total = MPI_Wtime() - t_start;
+    free(e.stats);
+    ghf_derived_free(&e.g);
+    ghf_em_state_free(&st);
+    return rc;
+}

@@ -1,0 +1,202 @@
+/* fit.c - see fit.h */
+#include "fit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ghf_phase_names[GHF_NPHASES] = {"read", "init", "estep", "allreduce", "mstep", "write", "total"};
+
+void ghf_data_free(ghf_data *g)
+{
+    free(g->shift);
+    free(g->cov);
+    free(g->zero);
+    g->shift = g->cov = g->zero = NULL;
+}
+
+int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const int d = s->d;
+    out->n_global = s->n_global;
+    out->d = d;
+    out->nrows = s->nrows;
+    out->x = s->x;
+    out->shift = calloc((size_t)d, sizeof(double));
+    out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
+    out->zero = calloc((size_t)d, sizeof(double));
+    double *buf = calloc((size_t)d * (size_t)d + 1, sizeof(double));
+    if (!out->shift || !out->cov || !out->zero || !buf) {
+        free(buf);
+        ghf_data_free(out);
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    if (s->n_global < (int64_t)d + 1) {
+        snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
+                 (long long)s->n_global, d, d + 1);
+        free(buf);
+        ghf_data_free(out);
+        return 2;
+    }
+    /* two passes for the mean (accurate even for data far from the origin) */
+    for (int64_t i = 0; i < s->nrows; i++)
+        for (int j = 0; j < d; j++) out->shift[j] += s->x[i * d + j];
+    MPI_Allreduce(MPI_IN_PLACE, out->shift, d, MPI_DOUBLE, MPI_SUM, comm);
+    for (int j = 0; j < d; j++) out->shift[j] /= (double)s->n_global;
+    for (int j = 0; j < d; j++) buf[j] = 0.0;
+    for (int64_t i = 0; i < s->nrows; i++)
+        for (int j = 0; j < d; j++) buf[j] += s->x[i * d + j] - out->shift[j];
+    MPI_Allreduce(MPI_IN_PLACE, buf, d, MPI_DOUBLE, MPI_SUM, comm);
+    for (int j = 0; j < d; j++) out->shift[j] += buf[j] / (double)s->n_global;
+    for (int64_t i = 0; i < s->nrows; i++)
+        for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
+    memset(buf, 0, ((size_t)d * (size_t)d + 1) * sizeof(double));
+    for (int64_t i = 0; i < s->nrows; i++) {
+        const double *xi = s->x + i * d;
+        for (int j = 0; j < d; j++)
+            for (int k = 0; k <= j; k++) buf[j * d + k] += xi[j] * xi[k];
+    }
+    MPI_Allreduce(MPI_IN_PLACE, buf, d * d, MPI_DOUBLE, MPI_SUM, comm);
+    for (int j = 0; j < d; j++)
+        for (int k = 0; k <= j; k++) {
+            const double v = buf[j * d + k] / (double)s->n_global;
+            out->cov[j * d + k] = v;
+            out->cov[k * d + j] = v;
+        }
+    free(buf);
+    for (int j = 0; j < d; j++) {
+        const double v = out->cov[j * d + j];
+        if (!(v > 0.0) || !isfinite(v)) {
+            snprintf(err, errlen, "%s: column %d is constant (or not finite): the covariance is singular", what, j);
+            ghf_data_free(out);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
+{
+    const int d = data->d;
+    out->d = d;
+    out->n_obs = data->n_global;
+    out->mu = calloc((size_t)d, sizeof(double));
+    out->mean = calloc((size_t)d, sizeof(double));
+    out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
+    if (!out->mu || !out->mean || !out->cov) return 1;
+    const ghf_params *t = &out->em.params;
+    for (int j = 0; j < d; j++) out->mu[j] = t->mu[j] + data->shift[j];
+    out->moments_ok = ghf_params_moments(t, out->mean, out->cov) == 0;
+    if (out->moments_ok)
+        for (int j = 0; j < d; j++) out->mean[j] += data->shift[j];
+    const int k = ghf_params_count(out->family, d);
+    out->aic = -2.0 * out->em.loglik + 2.0 * k;
+    out->bic = -2.0 * out->em.loglik + k * log((double)data->n_global);
+    return 0;
+}
+
+int ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    out->n_ranks = size;
+    free(out->all_phases);
+    out->all_phases = NULL;
+    if (rank == 0) {
+        out->all_phases = calloc((size_t)size * GHF_NPHASES, sizeof(double));
+        if (!out->all_phases) return 1;
+    }
+    MPI_Gather(out->phases, GHF_NPHASES, MPI_DOUBLE, out->all_phases, GHF_NPHASES, MPI_DOUBLE, 0, comm);
+    return 0;
+}
+
+void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    const ghf_params *t = &out->em.params;
+    rec->name = out->name;
+    rec->family = ghf_family_name(out->family);
+    rec->n_obs = out->n_obs;
+    rec->d = out->d;
+    rec->n_iter = out->em.n_iter;
+    rec->converged = out->em.converged;
+    rec->status = out->em.status;
+    rec->loglik = out->em.loglik;
+    rec->aic = out->aic;
+    rec->bic = out->bic;
+    rec->elapsed_s = out->phases[GHF_PH_TOTAL];
+    rec->loglik_trace = out->em.trace;
+    rec->n_trace = out->em.n_trace;
+    rec->mu = out->mu;
+    rec->gamma = t->gamma;
+    rec->sigma = t->sigma;
+    rec->p = t->p;
+    rec->a = t->a;
+    rec->b = t->b;
+    rec->mean = out->moments_ok ? out->mean : NULL;
+    rec->cov = out->moments_ok ? out->cov : NULL;
+    rec->n_phases = GHF_NPHASES;
+    rec->phase_names = ghf_phase_names;
+    rec->n_ranks = out->n_ranks;
+    rec->phase_s = out->all_phases;
+    rec->backend = backend;
+    rec->n_dropped = out->n_dropped;
+}
+
+void ghf_fit_out_free(ghf_fit_out *out)
+{
+    ghf_em_result_free(&out->em);
+    free(out->mu);
+    free(out->mean);
+    free(out->cov);
+    free(out->all_phases);
+    out->mu = out->mean = out->cov = out->all_phases = NULL;
+}
+
+static void print_vec(const char *name, const double *v, int d)
+{
+    printf("  %-6s [", name);
+    for (int j = 0; j < d; j++) printf("%s% .8g", j ? ", " : "", v[j]);
+    printf("]\n");
+}
+
+void ghf_fit_out_print(const ghf_fit_out *out, int verbose_params)
+{
+    const ghf_params *t = &out->em.params;
+    const int d = out->d;
+    printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", out->name, ghf_family_name(out->family),
+           (long long)out->n_obs, d, out->em.n_iter, out->em.status);
+    printf("  loglik % .12e   aic %.6e   bic %.6e\n", out->em.loglik, out->aic, out->bic);
+    if (verbose_params) {
+        printf("  p % .10g   a %.10g   b %.10g   (GIG subordinator, |Sigma| = 1 gauge)\n", t->p, t->a, t->b);
+        const int show = d <= 8 ? d : 8;
+        print_vec("mu", out->mu, show);
+        print_vec("gamma", t->gamma, show);
+        for (int i = 0; i < show; i++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, i ? "" : "sigma");
+            print_vec(nm, t->sigma + (size_t)i * d, show);
+        }
+        if (out->moments_ok) print_vec("E[X]", out->mean, show);
+        if (d > show) printf("  (first %d of %d coordinates shown)\n", show, d);
+    }
+    if (out->all_phases) {
+        printf("profile (wall seconds over %d rank%s):\n  %-10s %12s %12s %12s\n", out->n_ranks,
+               out->n_ranks == 1 ? "" : "s", "phase", "min", "mean", "max");
+        for (int p = 0; p < GHF_NPHASES; p++) {
+            double mn = INFINITY, mx = -INFINITY, sm = 0.0;
+            for (int r = 0; r < out->n_ranks; r++) {
+                const double v = out->all_phases[r * GHF_NPHASES + p];
+                mn = fmin(mn, v);
+                mx = fmax(mx, v);
+                sm += v;
+            }
+            printf("  %-10s %12.6f %12.6f %12.6f\n", ghf_phase_names[p], mn, sm / out->n_ranks, mx);
+        }
+    }
+    fflush(stdout);
+}

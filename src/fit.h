@@ -1,0 +1,62 @@
+/* fit.h - what `ghfit fit` and `ghfit run` share: preparing a loaded shard
+ * (global moments, centring), turning an EM result into an output record,
+ * and the per-phase profile across ranks. */
+#ifndef GHF_FIT_H
+#define GHF_FIT_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "em.h"
+#include "h5io.h"
+
+/* A shard ready for EM: centred by the global column means. */
+typedef struct ghf_data {
+    int64_t n_global;
+    int d;
+    int64_t nrows;
+    double *x;     /* [nrows*d] centred rows (owned by the shard it came from) */
+    double *shift; /* [d] the global column means that were subtracted */
+    double *cov;   /* [d*d] the global (biased) covariance */
+    double *zero;  /* [d] zeros: the mean of the centred data */
+} ghf_data;
+
+/* Collective.  Centres s->x in place.  Returns 0, or 2 with a message if the
+ * data are unusable (fewer than d + 1 rows, a constant column, ...). */
+int  ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen);
+void ghf_data_free(ghf_data *g);
+
+/* Profile phases, in output order. */
+enum { GHF_PH_READ, GHF_PH_INIT, GHF_PH_ESTEP, GHF_PH_ALLREDUCE, GHF_PH_MSTEP, GHF_PH_WRITE, GHF_PH_TOTAL, GHF_NPHASES };
+extern const char *const ghf_phase_names[GHF_NPHASES];
+
+/* A finished fit, ready to be written by rank 0. */
+typedef struct ghf_fit_out {
+    char name[128];
+    ghf_family family;
+    int64_t n_obs;
+    int d;
+    ghf_em_result em;  /* parameters in centred coordinates */
+    double *mu;        /* [d] mu + shift */
+    double *mean;      /* [d] E X in data coordinates */
+    double *cov;       /* [d*d] Cov X */
+    int moments_ok;
+    double aic, bic;
+    double phases[GHF_NPHASES];   /* this rank */
+    double *all_phases;           /* rank 0: [n_ranks][GHF_NPHASES] */
+    int n_ranks;
+    int64_t n_dropped;
+} ghf_fit_out;
+
+/* Fill the derived fields of out from out->em and the data's shift (every rank). */
+int  ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data);
+/* Collective: gather every rank's phases to rank 0 (out->all_phases). */
+int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
+/* A record pointing into out (valid while out lives). */
+void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec);
+void ghf_fit_out_free(ghf_fit_out *out);
+
+/* rank 0: print the fitted parameters and the profile table */
+void ghf_fit_out_print(const ghf_fit_out *out, int verbose_params);
+
+#endif

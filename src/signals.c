@@ -1,0 +1,35 @@
+/* signals.c - stop requests from Slurm (--signal=USR1@T, preemption) or a user. */
+#include <signal.h>
+#include <string.h>
+
+#include "commands.h"
+
+volatile sig_atomic_t ghf_stop_requested = 0;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    ghf_stop_requested = 1;
+}
+
+void ghf_install_stop_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void ghf_bcast_status(MPI_Comm comm, int *status, char *msg, size_t len)
+{
+    int st = *status;
+    MPI_Bcast(&st, 1, MPI_INT, 0, comm);
+    *status = st;
+    if (st != 0 && msg && len > 0) {
+        msg[len - 1] = '\0';
+        MPI_Bcast(msg, (int)len, MPI_CHAR, 0, comm);
+    }
+}
