@@ -2,6 +2,10 @@
  * messages, status agreement across ranks, dataset inspection, string
  * attributes, writable-directory checks, fsync. */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#endif
+
 /* standard headers */
 #include <errno.h>
 #include <fcntl.h>

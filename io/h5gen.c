@@ -5,6 +5,10 @@
  * fall back to independent I/O), close, and rank 0 renames the file into
  * place after a barrier.  On failure the temporary file is removed. */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#endif
+
 /* standard headers */
 #include <inttypes.h>
 #include <stdio.h>

@@ -8,6 +8,10 @@
  * ghf__h5_max_piece_bytes() per rank and call; conversion to double follows
  * in an OpenMP loop. */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#endif
+
 /* standard headers */
 #include <inttypes.h>
 #include <math.h>

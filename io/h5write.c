@@ -6,6 +6,10 @@
  * never leaves a partial file at the final path.  ghf_h5_read_fit_summary
  * reads /summary back (for `ghfit summary` and the tests). */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#endif
+
 /* standard headers */
 #include <inttypes.h>
 #include <math.h>
@@ -399,10 +403,12 @@ int ghf_h5_out_commit(ghf_h5_writer *w, char *err, size_t errlen)
     }
     ghf__h5_quiet();
     int bad = 0;
-    hid_t t = summary_type();
+    hid_t t = summary_type(), ft = H5Tcopy(t);
+    H5Tpack(ft); /* no padding on disk */
     hsize_t nf = (hsize_t)w->n_fits;
-    bad |= write_ds(w->f, "summary", t, t, 1, &nf, w->rows,
+    bad |= write_ds(w->f, "summary", ft, t, 1, &nf, w->rows,
                     "one row per fit: name, family, n, d, loglik, aic, bic, n_iter, converged, seconds") < 0;
+    H5Tclose(ft);
     H5Tclose(t);
     bad |= H5Gclose(w->fits) < 0;
     w->fits = -1;

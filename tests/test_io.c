@@ -4,6 +4,10 @@
  * reads), and the corpus of bad inputs, each of which must give status 2 on
  * every rank with the same one-line message naming the file and dataset. */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#endif
+
 /* standard headers */
 #include <inttypes.h>
 #include <math.h>

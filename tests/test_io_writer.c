@@ -4,6 +4,10 @@
  * on every dataset, /summary through ghf_h5_read_fit_summary, and that
  * failed or aborted writes leave no file behind. */
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#endif
+
 /* standard headers */
 #include <dirent.h>
 #include <inttypes.h>
