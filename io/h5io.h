@@ -54,7 +54,12 @@ void ghf_block_range(int64_t n, int rank, int size, int64_t *row0, int64_t *nrow
  * byte order); integer datasets (8..64 bit, signed or unsigned) are also
  * accepted and converted to double (file_dtype_bits = 64 for integers wider
  * than 32 bits, else 32).  Strings, compounds, enums, ... are errors.
- * On error *out is zeroed (nothing to free). */
+ * Non-finite values: without drop_nonfinite, status 2 with the global count
+ * of such rows and the first one as a 0-based row index of the DATASET
+ * (window offset included); with it, each rank drops its own such rows (no
+ * rebalancing), n_global counts the kept rows, row0 = -1 if any was dropped.
+ * Every rank takes part in the same collective calls; a rank with no rows
+ * selects nothing.  On error *out is zeroed (nothing to free). */
 int  ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                        char *err, size_t errlen);
 void ghf_shard_free(ghf_shard *s);
