@@ -16,6 +16,8 @@
 
 #include "ghf_defs.h"
 #include "bessel_trap.h"
+#include "bessel_temme.h"
+#include "bessel_olver.h"
 
 typedef struct ghf_bessel_eval {
     double logk;         /* log K_v(z) */
@@ -32,7 +34,45 @@ GHF_HD static inline double ghf__logaddexp(double a, double b)
     return m + log1p(exp(n - m));
 }
 
+/* v >= 0 */
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z)
+{
+    ghf_bessel_eval out;
+    if (a >= GHF__OLVER_VMIN) {
+        ghf__olver_result r = ghf__olver_eval(a, z);
+        out.logk = r.logk;
+        out.log_ratio_up = r.lr_up;
+        out.log_ratio_dn = r.lr_dn;
+        out.dlogk_dv = r.dlogk;
+    } else {
+        ghf__small_result r = ghf__small_eval(a, z);
+        out.logk = r.logk;
+        out.log_ratio_up = r.lr_up;
+        out.log_ratio_dn = r.lr_dn;
+        out.dlogk_dv = r.dlogk;
+    }
+    return out;
+}
+
 GHF_HD static inline ghf_bessel_eval ghf_bessel_fused(double v, double z)
+{
+    ghf_bessel_eval out;
+    if (!(z > 0.0) || isnan(v) || isinf(z) || isinf(v)) {
+        out.logk = out.log_ratio_up = out.log_ratio_dn = out.dlogk_dv = NAN;
+        return out;
+    }
+    out = ghf__bessel_fused_pos(fabs(v), z);
+    if (v < 0.0) {
+        double t = out.log_ratio_up;
+        out.log_ratio_up = out.log_ratio_dn;
+        out.log_ratio_dn = t;
+        out.dlogk_dv = -out.dlogk_dv;
+    }
+    return out;
+}
+
+/* Reference (slow) evaluator: the saddle-point trapezoid of bessel_trap.h. */
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_trap(double v, double z)
 {
     ghf_bessel_eval out;
     double a = fabs(v);
@@ -45,17 +85,10 @@ GHF_HD static inline ghf_bessel_eval ghf_bessel_fused(double v, double z)
         ghf__trap_result T1 = ghf__trap_eval(fabs(a - 1.0), z);
         dn = T1.logk - T.logk;
     }
-    /* K_{a+1} = K_{a-1} + (2a/z) K_a, both terms >= 0 */
     up = (a > 0.0) ? ghf__logaddexp(dn, log(2.0 * a / z)) : dn;
-    if (v >= 0.0) {
-        out.log_ratio_up = up;
-        out.log_ratio_dn = dn;
-        out.dlogk_dv = T.dlogk;
-    } else {
-        out.log_ratio_up = dn;
-        out.log_ratio_dn = up;
-        out.dlogk_dv = -T.dlogk;
-    }
+    out.log_ratio_up = (v >= 0.0) ? up : dn;
+    out.log_ratio_dn = (v >= 0.0) ? dn : up;
+    out.dlogk_dv = (v >= 0.0) ? T.dlogk : -T.dlogk;
     return out;
 }
 

@@ -1,0 +1,82 @@
+/* bessel_olver.h - Olver's uniform large-order expansion of K_v(z), with the
+ * order derivative and both order ratios, for v >= GHF__OLVER_VMIN.
+ *
+ * With zeta = z/v, R = sqrt(z^2 + v^2), t = v/R, t* = asinh(v/z) (DLMF
+ * 10.41.3-4, 10.41.10-11):
+ *   log K_v(z)  = (1/2) log(pi/(2R)) + f0 + log S,   f0 = v t* - R = -v eta,
+ *   S = sum_k (-1)^k u_k(t)/v^k,  V = sum_k (-1)^k v_k(t)/v^k,
+ *   K_{v-1}/K_v = -K_v'/K_v - v/z = z/(R+v) + (R/z)(V - S)/S        (no cancellation),
+ *   K_{v+1}/K_v = K_{v-1}/K_v + 2v/z,
+ *   d/dv log K  = t* - t^2/(2v) + d/dv log S   (f0 is stationary: df0/dv = t*).
+ * Terms are added until |u_k|/v^k < 1e-17.  f0 cancels near zeta = zeta0
+ * (the Laplace limit, where log K ~ 0 but v t* ~ 1.2 v); there it is summed
+ * from its Taylor series in (z - zeta0 v), which keeps full relative accuracy.
+ */
+#ifndef GHF_BESSEL_OLVER_H
+#define GHF_BESSEL_OLVER_H
+
+#include "ghf_defs.h"
+#include "bessel_coef.h"
+
+#define GHF__OLVER_VMIN 35.0
+#define GHF__PI_2 1.5707963267948966192313216916398 /* pi/2 */
+
+typedef struct ghf__olver_result {
+    double logk;  /* log K_v(z) */
+    double f0;    /* peak value v t* - R (the steep part of log K) */
+    double rest;  /* log K - f0 = log(pi/(2R))/2 + log S (small) */
+    double lr_dn; /* log(K_{v-1}/K_v) */
+    double lr_up; /* log(K_{v+1}/K_v) */
+    double dlogk; /* d/dv log K_v(z) */
+} ghf__olver_result;
+
+/* Number of Olver terms so that the first omitted term is below ~1e-17. */
+GHF_HD static inline int ghf__olver_kmax(double v)
+{
+    if (v >= 1333.0) return 4;
+    if (v >= 447.0) return 5;
+    if (v >= 201.0) return 6;
+    if (v >= 117.0) return 7;
+    if (v >= 76.0) return 8;
+    if (v >= 55.0) return 9;
+    if (v >= 42.0) return 10;
+    return 11;
+}
+
+/* Peak value f0 = v asinh(v/z) - sqrt(z^2+v^2) = -v eta(z/v), v > 0. */
+GHF_HD static inline double ghf__olver_f0(double v, double z, double R, double ts)
+{
+    /* d = z - zeta0 v, exact to rounding of a small quantity */
+    double dz = fma(-GHF__OLVER_ZETA0_HI, v, z) - GHF__OLVER_ZETA0_LO * v;
+    double del = dz / v;
+    if (fabs(del) <= 0.08) return -dz * ghf__olver_eta_series(del);
+    return v * ts - R;
+}
+
+/* v >= GHF__OLVER_VMIN, z > 0 (any size). */
+GHF_HD static inline ghf__olver_result ghf__olver_eval(double v, double z)
+{
+    ghf__olver_result r;
+    double R = hypot(z, v);
+    double t = v / R;
+    double zr = z / R;          /* sqrt(1 - t^2) */
+    double omt2 = zr * zr;      /* 1 - t^2 */
+    double ts = asinh(v / z);
+    double sp, sk, sq, se;
+    ghf__olver_sums(-t / v, t * t, ghf__olver_kmax(v), &sp, &sk, &sq, &se);
+    double S = 1.0 + sp;
+    double f0 = ghf__olver_f0(v, z, R, ts);
+    r.f0 = f0;
+    r.rest = 0.5 * log(GHF__PI_2 / R) + log1p(sp);
+    r.logk = f0 + r.rest;
+    /* K_{v-1}/K_v = z/(R+v) - (z/R) se/S */
+    double rdn = z / (R + v) - zr * se / S;
+    r.lr_dn = log(rdn);
+    /* K_{v+1}/K_v = rdn + 2v/z */
+    double tv = 2.0 * v / z;
+    r.lr_up = (rdn < tv) ? log(tv) + log1p(rdn / tv) : log(rdn) + log1p(tv / rdn);
+    r.dlogk = ts - 0.5 * t * t / v + (sq * omt2 - sk) / (v * S);
+    return r;
+}
+
+#endif /* GHF_BESSEL_OLVER_H */
