@@ -69,8 +69,13 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     free(buf);
     for (int j = 0; j < d; j++) {
         const double v = out->cov[j * d + j];
-        if (!(v > 0.0) || !isfinite(v)) {
-            snprintf(err, errlen, "%s: column %d is constant (or not finite): the covariance is singular", what, j);
+        if (!isfinite(v)) {
+            snprintf(err, errlen, "%s: column %d: the values are so large that their variance overflows double precision; rescale the data", what, j);
+            ghf_data_free(out);
+            return 2;
+        }
+        if (!(v > 0.0)) {
+            snprintf(err, errlen, "%s: column %d is constant: the covariance is singular", what, j);
             ghf_data_free(out);
             return 2;
         }

@@ -1,0 +1,12 @@
+# EM driver, sampler and the fit command.
+ghf_unit_test(NAME test_sample SOURCES tests/test_sample.c LABELS em TIMEOUT 120)
+ghf_unit_test(NAME test_em SOURCES tests/test_em.c LABELS em TIMEOUT 900)
+add_executable(h5get tests/h5get.c)
+target_link_libraries(h5get PRIVATE ghfit_core)
+add_test(NAME fit_ranks_1to4 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_ranks.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_ranks)
+set_tests_properties(fit_ranks_1to4 PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")
+add_test(NAME cli_bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/bad_input.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/bad_input)
+set_tests_properties(cli_bad_input PROPERTIES LABELS "cli;em" TIMEOUT 600 ENVIRONMENT "${GHF_MPI_ENV}")
