@@ -209,13 +209,20 @@ GHF_HD static inline ghf_gig_stats ghf__gig_eval(double p, double a, double b, i
         const int kmax = want_cov ? 2 : 1;
         const double L = 45.0;
         const double la = log(a), lb = log(b);
-        const double logz = 0.5 * (la + lb);
-        const double z = exp(logz);
+        /* z = sqrt(ab) to an ulp or two: an error in z is an error in the
+         * distribution integrated (exp(0.5(log a + log b)) costs |log z| ulps) */
+        const double zp = sqrt(a) * sqrt(b);
+        const double logz = (zp > 1e-300 && zp < 1e300) ? log(zp) : 0.5 * (la + lb);
+        const double z = (zp > 1e-300 && zp < 1e300) ? zp : exp(logz);
         const double R = hypot(p, z);
         const double lA0 = ghf__gig_lqr(p, z, logz);   /* log(R + p) */
         const double lB0 = 2.0 * logz - lA0;           /* log(R - p) */
-        const double t0 = lA0 - la;                    /* mode of e^{pt - (a e^t + b e^-t)/2} */
+        /* mode of e^{pt - (a e^t + b e^-t)/2}: e^t0 = (R + p)/a = b/(R - p),
+         * formed as the log of one ratio (a difference of logs of large
+         * numbers would cost |log R| ulps of E log Y) */
+        double t0 = p >= 0.0 ? log((R + p) / a) : log(b / (R - p));
         double ulo, uhi, h, w;
+        if (!(t0 > -INFINITY && t0 < INFINITY)) t0 = lA0 - la; /* ratio over/underflowed */
         int ilo, ihi, n;
         /* range: left end of the (-kmax)-tilt, right end of the (+kmax)-tilt */
         {
@@ -243,14 +250,26 @@ GHF_HD static inline ghf_gig_stats ghf__gig_eval(double p, double a, double b, i
         {
             double S0 = 0, S1 = 0, S2 = 0, S3 = 0;
             double S11 = 0, S12 = 0, S13 = 0, S22 = 0, S23 = 0, S33 = 0;
+            const double A0 = exp(lA0), B0 = exp(lB0);
             for (int i = ilo; i <= ihi; i++) {
                 const double u = i * h;
                 double g, x2, x3, wt;
                 if (u > -1.0 && u < 1.0) {
-                    const double sh = sinh(0.5 * u);
-                    x3 = expm1(u);                 /* e^u - 1 */
-                    x2 = -x3 / (1.0 + x3);         /* e^-u - 1 */
-                    g = -2.0 * R * sh * sh - p * ghf__gig_sinhmx(u);
+                    /* one expm1: e^{u/2} = 1 + em; e^u - 1 = em (2 + em) */
+                    const double em = expm1(0.5 * u);
+                    const double sh = x3 = em * (2.0 + em);
+                    x2 = -x3 / (1.0 + x3);                  /* e^-u - 1 */
+                    {
+                        const double s2 = sh / (2.0 * (1.0 + em)); /* sinh(u/2) */
+                        const double smx = (u > -0.75 && u < 0.75) ? ghf__gig_sinhmx(u)
+                                                                    : 0.5 * (x3 - x2) - u;
+                        g = -2.0 * R * s2 * s2 - p * smx;
+                    }
+                } else if (u > -700.0 && u < 700.0) {
+                    const double eu = exp(u), ieu = 1.0 / eu;
+                    x3 = eu - 1.0;
+                    x2 = ieu - 1.0;
+                    g = p * u - 0.5 * (A0 * eu + B0 * ieu) + R;
                 } else {
                     const double eu = exp(u);
                     x3 = eu - 1.0;
