@@ -1,0 +1,119 @@
+/* estep_cuda.h - internal interface between the CUDA backend's host code
+ * (src/backend_cuda.c, plain C) and its kernels (kernels/estep_kernels.cu).
+ *
+ * Nothing here is public: the launchers enqueue work on a stream (and so can
+ * be captured into a CUDA graph); they never synchronise and never allocate.
+ * Each returns the cudaError_t of its launch (cudaGetLastError).
+ *
+ * Device data layout (fixed for a fit, so a captured graph stays valid):
+ *   xt     [d][n]   the shard, column-major (xt[j*n + i] = x_ij): coalesced
+ *                   loads when one thread handles one row, and an n x d
+ *                   column-major matrix (ld n) for cuBLAS;
+ *   pb     parameter block (doubles, layout GHF_CU_PB_*), written each
+ *          iteration by one memcpy from pinned host staging;
+ *   stats  [ghf_stats_len(d) + GHF_CU_INFO_LEN] the statistics (estep.h
+ *          layout) followed by per-rank info that is copied back but not
+ *          all-reduced. */
+#ifndef GHF_ESTEP_CUDA_H
+#define GHF_ESTEP_CUDA_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "estep.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parameter block: header, then mu[d], w[d], linv[d*d] (row-major, lower). */
+enum {
+    GHF_CU_PB_P = 0,    /* posterior order (also the plan's order) */
+    GHF_CU_PB_A = 1,    /* posterior a */
+    GHF_CU_PB_B = 2,    /* prior b */
+    GHF_CU_PB_LOGA = 3, /* log A */
+    GHF_CU_PB_LLC = 4,  /* log-density constant */
+    GHF_CU_PB_STOP = 5, /* this rank's stop request (0/1) */
+    GHF_CU_PB_HDR = 8
+};
+GHF_HD static inline int ghf__cu_pb_mu(int d) { (void)d; return GHF_CU_PB_HDR; }
+GHF_HD static inline int ghf__cu_pb_w(int d) { return GHF_CU_PB_HDR + d; }
+GHF_HD static inline int ghf__cu_pb_linv(int d) { return GHF_CU_PB_HDR + 2 * d; }
+GHF_HD static inline int ghf__cu_pb_len(int d) { return GHF_CU_PB_HDR + 2 * d + d * d; }
+
+/* Per-rank info after the statistics: [0] 1 if the plan was used. */
+#define GHF_CU_INFO_LEN 2
+#define GHF_CU_INFO_PLAN 0
+
+/* The fused kernel is instantiated for d = 1 .. GHF_CUDA_FUSED_DMAX
+ * (backend_cuda_opts.h); the dispatch in estep_kernels.cu must match. */
+/* Threads per block of the row kernels, and the number of "entries" the
+ * fused kernel reduces per block: s1 s2 s3 ll nbad s5[d] s6 lower[d(d+1)/2]. */
+#define GHF_CU_TPB 128
+#define GHF_CU_NSCAL 5
+static inline int ghf__cu_fused_entries(int d) { return GHF_CU_NSCAL + d + d * (d + 1) / 2; }
+
+/* Grid size (number of blocks) of the grid-stride row kernels for n rows on
+ * this device: fixed per fit, so the partial sums, and hence the results,
+ * are bitwise repeatable. */
+int ghf__cu_grid(int64_t n, int sm_count);
+
+/* ---- one-time setup ---------------------------------------------------- */
+/* src: m rows x d, row-major (device).  Writes xt[j*n + r0 + i]. */
+cudaError_t ghf__cu_transpose_in(const double *src, int64_t m, int d, double *xt, int64_t n,
+                                 int64_t r0, cudaStream_t s);
+/* Deterministic column sums of xt (s4, constant over the fit) into out[d],
+ * and the bound data for the "bound" z-range mode: out2[0] = max_i |x_i - c|
+ * with c = s4 / n, out2[1..d] = c.  part: scratch of (d + 1) * grid doubles. */
+cudaError_t ghf__cu_shard_summary(const double *xt, int64_t n, int d, int grid, double *part,
+                                  double *s4, double *bound, cudaStream_t s);
+/* Synthetic data for benchmarks, generated on the device (column-major):
+ * a normal variance mixture with log-normal mixing, deterministic in seed. */
+cudaError_t ghf__cu_generate(double *xt, int64_t n, int d, uint64_t seed, cudaStream_t s);
+
+/* ---- per iteration (captured) ------------------------------------------ */
+/* Fused path (d <= GHF_CUDA_FUSED_DMAX). */
+cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, const double *pb, int grid,
+                               double *qpart, cudaStream_t s);
+cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
+                                const void *plan, const int *plan_ok, int grid, double *part,
+                                cudaStream_t s);
+/* Reduce part[ne][grid] (entries of the fused layout, or only the first
+ * GHF_CU_NSCAL when ne == GHF_CU_NSCAL) into stats (estep.h layout). */
+cudaError_t ghf__cu_reduce(const double *part, int ne, int grid, int d, double *stats,
+                           cudaStream_t s);
+
+/* cuBLAS path: center a chunk (rows r0..r0+m) into zc (m x d, ld m); after
+ * the caller's trmm, per-row q and zw of the chunk. */
+cudaError_t ghf__cu_center(const double *xt, int64_t n, int64_t r0, int64_t m, int d,
+                           const double *pb, double *zc, cudaStream_t s);
+cudaError_t ghf__cu_qzw(const double *zc, int64_t m, int d, const double *pb, double *q,
+                        double *zw, cudaStream_t s);
+cudaError_t ghf__cu_qmax_arr(const double *q, int64_t n, int grid, double *qpart, cudaStream_t s);
+cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, int64_t n, const double *pb,
+                               const void *plan, const int *plan_ok, int grid, double *u,
+                               double *part, cudaStream_t s);
+
+/* The plan at the iteration's order over [arg(0), arg(qmax)]: qmax from
+ * qpart[grid] (mode 0, exact) or from the bound (mode 1: |L^-1 (x - mu)| <=
+ * |L^-1|_F (R + |c - mu|)).  Writes *plan_ok (0: evaluate directly), 1 when
+ * the setup succeeded and the shard has at least 4 rows per plan node (the
+ * CPU backend's rule). */
+cudaError_t ghf__cu_plan_build(const double *pb, int d, int mode, const double *qpart, int grid,
+                               int64_t n, const double *bound, void *plan, int *plan_ok,
+                               cudaStream_t s);
+
+/* stats[N] = n, stats[STOP] = pb[STOP], s4 copied, s6 mirrored (upper from
+ * lower, row-major), info[PLAN] = *plan_ok. */
+cudaError_t ghf__cu_finalize(int64_t n, int d, const double *pb, const double *s4,
+                             const int *plan_ok, double *stats, cudaStream_t s);
+
+/* sizeof(ghf_bessel_plan), for the host allocation. */
+size_t ghf__cu_plan_bytes(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GHF_ESTEP_CUDA_H */

@@ -1,0 +1,661 @@
+/* estep_kernels.cu - the CUDA E-step kernels and their launchers.
+ *
+ * Per iteration (all enqueued on one stream, captured once into a graph by
+ * src/backend_cuda.c):
+ *   fused path (d <= GHF_CUDA_FUSED_DMAX), one thread per row, all in
+ *   registers:
+ *     k_qmax_fused   max q over the shard (block partials)       [plan, exact]
+ *     k_plan_*       the Bessel plan at the iteration's order      [plan]
+ *     k_estep_fused  q, zw, Bessel, moments, log-density, and the running
+ *                    sums s1 s2 s3 ll nbad s5 s6 (per-thread registers ->
+ *                    warp shuffles -> one partial per block)
+ *     k_reduce       block partials -> statistics, in a fixed order
+ *   cuBLAS path (larger d): per chunk of rows k_center + trmm + k_qzw
+ *     (q, zw stored per row), k_qmax_arr, k_plan_*, k_estep_rows (u per row
+ *     + scalar partials), k_reduce, then gemv (s5) and dgmm + syrkx (s6) in
+ *     the host code;
+ *   k_finalize: n, stop flag, s4 (constant over the fit), mirrored s6.
+ *
+ * Determinism: every sum is a per-thread sum in row order, a fixed shuffle
+ * tree, a fixed order over warps, and a fixed-order reduction over a grid
+ * whose size is fixed for the fit.  No floating-point atomics anywhere, so
+ * replays give the same bits.  Min/max are exact in any order. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "bessel_plan.h"
+#include "estep.h"
+#include "backend_cuda_opts.h"
+#include "estep_cuda.h"
+
+#define GHF_CU_FULL 0xffffffffu
+
+/* ------------------------------------------------------------------------
+ * Device helpers
+ * ---------------------------------------------------------------------- */
+
+__device__ __forceinline__ ghf_estep_consts load_consts(const double *pb)
+{
+    ghf_estep_consts c;
+    c.P = pb[GHF_CU_PB_P];
+    c.A = pb[GHF_CU_PB_A];
+    c.b = pb[GHF_CU_PB_B];
+    c.log_A = pb[GHF_CU_PB_LOGA];
+    c.ll_const = pb[GHF_CU_PB_LLC];
+    return c;
+}
+
+/* Direct evaluation: compiled once, not inlined into every kernel. */
+__device__ __noinline__ ghf_bessel_eval bessel_direct(double v, double z)
+{
+    return ghf_bessel_fused(v, z);
+}
+
+__device__ __forceinline__ ghf_point row_point(const ghf_estep_consts &c, double q, double zw,
+                                               const ghf_bessel_plan *plan, int use_plan)
+{
+    const double z = ghf_estep_arg(&c, q);
+    ghf_bessel_eval bk;
+    if (use_plan)
+        bk = ghf_bessel_plan_eval(plan, z);
+    else
+        bk = bessel_direct(c.P, z);
+    return ghf_estep_point(&c, q, zw, bk);
+}
+
+__device__ __forceinline__ bool point_ok(const ghf_point &r)
+{
+    return isfinite(r.u) && isfinite(r.v) && isfinite(r.l) && isfinite(r.ll);
+}
+
+__device__ __forceinline__ double warp_sum(double v)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(GHF_CU_FULL, v, off);
+    return v;
+}
+
+__device__ __forceinline__ double warp_max(double v)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = fmax(v, __shfl_down_sync(GHF_CU_FULL, v, off));
+    return v;
+}
+
+/* Block-wide max of v (all threads get it); blockDim.x a multiple of 32, <= 1024. */
+__device__ double block_max(double v)
+{
+    __shared__ double s[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) s[warp] = v;
+    __syncthreads();
+    double m = s[0];
+    for (int w = 1; w < nw; w++) m = fmax(m, s[w]);
+    return m;
+}
+
+/* Block-wide sum in a fixed order (all threads get it). */
+__device__ double block_sum(double v)
+{
+    __shared__ double s[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) s[warp] = v;
+    __syncthreads();
+    double m = s[0];
+    for (int w = 1; w < nw; w++) m += s[w];
+    return m;
+}
+
+/* Index in the statistics buffer of entry e of the fused partial layout. */
+__device__ __forceinline__ int entry_index(int e, int d)
+{
+    if (e < GHF_CU_NSCAL) {
+        const int m[GHF_CU_NSCAL] = {GHF_ST_S1, GHF_ST_S2, GHF_ST_S3, GHF_ST_LL, GHF_ST_NBAD};
+        return m[e];
+    }
+    e -= GHF_CU_NSCAL;
+    if (e < d) return ghf_stats_s5(d) + e;
+    e -= d;
+    int a = 0;
+    while ((a + 1) * (a + 2) / 2 <= e) a++;
+    const int b = e - a * (a + 1) / 2;
+    return ghf_stats_s6(d) + a * d + b;
+}
+
+/* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w for one row; the same
+ * code (hence the same bits) in the range pass and the E-step pass. */
+template <int D>
+__device__ __forceinline__ void row_qzw(const double (&x)[D], const double *s_mu, const double *s_w,
+                                        const double *s_linv, double &q, double &zw)
+{
+    double xc[D];
+#pragma unroll
+    for (int k = 0; k < D; k++) xc[k] = x[k] - s_mu[k];
+    double qq = 0.0, zz = 0.0;
+#pragma unroll
+    for (int a = 0; a < D; a++) {
+        double z = 0.0;
+#pragma unroll
+        for (int k = 0; k <= a; k++) z += s_linv[a * D + k] * xc[k];
+        qq += z * z;
+        zz += z * s_w[a];
+    }
+    q = qq;
+    zw = zz;
+}
+
+template <int D>
+__device__ __forceinline__ void load_params_shared(const double *pb, double *s_mu, double *s_w,
+                                                   double *s_linv)
+{
+    for (int k = threadIdx.x; k < D; k += blockDim.x) {
+        s_mu[k] = pb[ghf__cu_pb_mu(D) + k];
+        s_w[k] = pb[ghf__cu_pb_w(D) + k];
+    }
+    for (int k = threadIdx.x; k < D * D; k += blockDim.x) s_linv[k] = pb[ghf__cu_pb_linv(D) + k];
+    __syncthreads();
+}
+
+/* ------------------------------------------------------------------------
+ * Fused path kernels
+ * ---------------------------------------------------------------------- */
+
+template <int D>
+__global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const double *__restrict__ xt, int64_t n,
+                                                           const double *__restrict__ pb,
+                                                           double *__restrict__ qpart)
+{
+    __shared__ double s_mu[D], s_w[D], s_linv[D * D];
+    load_params_shared<D>(pb, s_mu, s_w, s_linv);
+    double m = 0.0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        double x[D];
+#pragma unroll
+        for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
+        double q, zw;
+        row_qzw<D>(x, s_mu, s_w, s_linv, q, zw);
+        if (isfinite(q)) m = fmax(m, q);
+    }
+    m = block_max(m);
+    if (threadIdx.x == 0) qpart[blockIdx.x] = m;
+}
+
+template <int D>
+__global__ void __launch_bounds__(GHF_CU_TPB)
+    k_estep_fused(const double *__restrict__ xt, int64_t n, const double *__restrict__ pb,
+                  const ghf_bessel_plan *__restrict__ plan, const int *__restrict__ plan_ok,
+                  double *__restrict__ part)
+{
+    constexpr int NE = GHF_CU_NSCAL + D + D * (D + 1) / 2;
+    constexpr int S5 = GHF_CU_NSCAL, S6 = GHF_CU_NSCAL + D;
+    __shared__ double s_mu[D], s_w[D], s_linv[D * D];
+    __shared__ double s_red[GHF_CU_TPB / 32][NE];
+    load_params_shared<D>(pb, s_mu, s_w, s_linv);
+    const ghf_estep_consts c = load_consts(pb);
+    const int use_plan = plan_ok ? *plan_ok : 0;
+
+    double acc[NE];
+#pragma unroll
+    for (int e = 0; e < NE; e++) acc[e] = 0.0;
+
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        double x[D];
+#pragma unroll
+        for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
+        double q, zw;
+        row_qzw<D>(x, s_mu, s_w, s_linv, q, zw);
+        const ghf_point r = row_point(c, q, zw, plan, use_plan);
+        const bool ok = point_ok(r);
+        const double u = ok ? r.u : 0.0;
+        acc[0] += u;
+        acc[1] += ok ? r.v : 0.0;
+        acc[2] += ok ? r.l : 0.0;
+        acc[3] += ok ? r.ll : 0.0;
+        acc[4] += ok ? 0.0 : 1.0;
+#pragma unroll
+        for (int a = 0; a < D; a++) {
+            const double ux = u * x[a];
+            acc[S5 + a] += ux;
+#pragma unroll
+            for (int b = 0; b <= a; b++) acc[S6 + a * (a + 1) / 2 + b] += ux * x[b];
+        }
+    }
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int e = 0; e < NE; e++) {
+        const double v = warp_sum(acc[e]);
+        if (lane == 0) s_red[warp][e] = v;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < NE; e += blockDim.x) {
+        double v = s_red[0][e];
+        for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
+        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
+    }
+}
+
+/* part[ne][grid] -> stats; one block per entry, fixed order. */
+__global__ void k_reduce(const double *__restrict__ part, int grid, int d, double *__restrict__ stats)
+{
+    const int e = blockIdx.x;
+    const double *p = part + (int64_t)e * grid;
+    double v = 0.0;
+    for (int g = threadIdx.x; g < grid; g += blockDim.x) v += p[g];
+    v = block_sum(v);
+    if (threadIdx.x == 0) stats[entry_index(e, d)] = v;
+}
+
+/* ------------------------------------------------------------------------
+ * cuBLAS path kernels
+ * ---------------------------------------------------------------------- */
+
+__global__ void k_center(const double *__restrict__ xt, int64_t n, int64_t r0, int64_t m, int d,
+                         const double *__restrict__ pb, double *__restrict__ zc)
+{
+    const double *mu = pb + ghf__cu_pb_mu(d);
+    const int64_t total = m * d, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const int64_t j = e / m, i = e - j * m;
+        zc[e] = xt[j * n + r0 + i] - mu[j];
+    }
+}
+
+__global__ void k_qzw(const double *__restrict__ zc, int64_t m, int d, const double *__restrict__ pb,
+                      double *__restrict__ q, double *__restrict__ zw)
+{
+    const double *w = pb + ghf__cu_pb_w(d);
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        double qq = 0.0, zz = 0.0;
+        for (int j = 0; j < d; j++) {
+            const double z = zc[(int64_t)j * m + i];
+            qq += z * z;
+            zz += z * w[j];
+        }
+        q[i] = qq;
+        zw[i] = zz;
+    }
+}
+
+__global__ void k_qmax_arr(const double *__restrict__ q, int64_t n, double *__restrict__ qpart)
+{
+    double m = 0.0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const double v = q[i];
+        if (isfinite(v)) m = fmax(m, v);
+    }
+    m = block_max(m);
+    if (threadIdx.x == 0) qpart[blockIdx.x] = m;
+}
+
+__global__ void __launch_bounds__(GHF_CU_TPB)
+    k_estep_rows(const double *__restrict__ q, const double *__restrict__ zw, int64_t n,
+                 const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
+                 const int *__restrict__ plan_ok, double *__restrict__ u, double *__restrict__ part)
+{
+    __shared__ double s_red[GHF_CU_TPB / 32][GHF_CU_NSCAL];
+    const ghf_estep_consts c = load_consts(pb);
+    const int use_plan = plan_ok ? *plan_ok : 0;
+    double acc[GHF_CU_NSCAL] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const ghf_point r = row_point(c, q[i], zw[i], plan, use_plan);
+        const bool ok = point_ok(r);
+        u[i] = ok ? r.u : 0.0;
+        acc[0] += ok ? r.u : 0.0;
+        acc[1] += ok ? r.v : 0.0;
+        acc[2] += ok ? r.l : 0.0;
+        acc[3] += ok ? r.ll : 0.0;
+        acc[4] += ok ? 0.0 : 1.0;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int e = 0; e < GHF_CU_NSCAL; e++) {
+        const double v = warp_sum(acc[e]);
+        if (lane == 0) s_red[warp][e] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < GHF_CU_NSCAL) {
+        const int e = threadIdx.x;
+        double v = s_red[0][e];
+        for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
+        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The Bessel plan, built on the device
+ * ---------------------------------------------------------------------- */
+
+/* Rows per plan node below which the plan does not pay (as on the CPU). */
+#define GHF_CU_PLAN_ROWS_PER_NODE 4
+
+__global__ void k_plan_setup(const double *__restrict__ pb, int d, int mode,
+                             const double *__restrict__ qpart, int grid, int64_t n,
+                             const double *__restrict__ bound, ghf_bessel_plan *plan, int *plan_ok)
+{
+    double qmax = 0.0;
+    if (mode == 0) {
+        for (int g = threadIdx.x; g < grid; g += blockDim.x) qmax = fmax(qmax, qpart[g]);
+        qmax = block_max(qmax);
+    }
+    if (threadIdx.x != 0) return;
+    const ghf_estep_consts c = load_consts(pb);
+    if (mode == 1) {
+        /* |L^-1 (x - mu)| <= |L^-1|_F (|x - c| + |c - mu|), |x - c| <= R */
+        const double *linv = pb + ghf__cu_pb_linv(d), *mu = pb + ghf__cu_pb_mu(d);
+        double f2 = 0.0, dist2 = 0.0;
+        for (int a = 0; a < d; a++)
+            for (int k = 0; k <= a; k++) f2 += linv[a * d + k] * linv[a * d + k];
+        for (int j = 0; j < d; j++) {
+            const double t = bound[1 + j] - mu[j];
+            dist2 += t * t;
+        }
+        const double r = sqrt(f2) * (bound[0] + sqrt(dist2));
+        qmax = r * r * (1.0 + 1e-12);
+    }
+    const double zmin = ghf_estep_arg(&c, 0.0), zmax = ghf_estep_arg(&c, qmax);
+    int ok = 0;
+    if (isfinite(zmax) && zmax > 0.0 && ghf_bessel_plan_setup(plan, c.P, zmin, zmax) == 0)
+        ok = (int64_t)ghf_bessel_plan_num_nodes(plan) * GHF_CU_PLAN_ROWS_PER_NODE <= n;
+    *plan_ok = ok;
+}
+
+__global__ void k_plan_nodes(ghf_bessel_plan *plan, const int *plan_ok)
+{
+    if (!*plan_ok) return;
+    const int nn = ghf_bessel_plan_num_nodes(plan);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nn; i += gridDim.x * blockDim.x)
+        ghf_bessel_plan_node(plan, i);
+}
+
+__global__ void k_plan_pieces(ghf_bessel_plan *plan, const int *plan_ok)
+{
+    if (!*plan_ok) return;
+    const int np = ghf_bessel_plan_num_pieces(plan);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < np; i += gridDim.x * blockDim.x)
+        ghf_bessel_plan_finish_piece(plan, i);
+}
+
+/* ------------------------------------------------------------------------
+ * Finalisation and one-time kernels
+ * ---------------------------------------------------------------------- */
+
+__global__ void k_finalize(int64_t n, int d, const double *__restrict__ pb,
+                           const double *__restrict__ s4, const int *__restrict__ plan_ok,
+                           double *__restrict__ stats)
+{
+    if (threadIdx.x == 0) {
+        stats[GHF_ST_N] = (double)n;
+        stats[GHF_ST_STOP] = pb[GHF_CU_PB_STOP];
+        stats[ghf_stats_len(d) + GHF_CU_INFO_PLAN] = plan_ok ? (double)*plan_ok : 0.0;
+    }
+    double *s6 = stats + ghf_stats_s6(d);
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+        stats[GHF_ST_S4 + j] = s4 ? s4[j] : 0.0;
+    /* mirror the lower triangle (row-major) onto the upper one */
+    const int npair = d * d;
+    for (int k = threadIdx.x; k < npair; k += blockDim.x) {
+        const int a = k / d, b = k - a * d;
+        if (b > a) s6[a * d + b] = s6[b * d + a];
+    }
+}
+
+__global__ void k_transpose_in(const double *__restrict__ src, int64_t m, int d,
+                               double *__restrict__ xt, int64_t n, int64_t r0)
+{
+    /* 32 x 32 tiles through shared memory: coalesced reads and writes */
+    __shared__ double tile[32][33];
+    const int64_t i0 = (int64_t)blockIdx.x * 32;
+    const int j0 = blockIdx.y * 32;
+    for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+        const int64_t i = i0 + k;
+        const int j = j0 + threadIdx.x;
+        if (i < m && j < d) tile[k][threadIdx.x] = src[i * d + j];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+        const int j = j0 + k;
+        const int64_t i = i0 + threadIdx.x;
+        if (i < m && j < d) xt[(int64_t)j * n + r0 + i] = tile[threadIdx.x][k];
+    }
+}
+
+/* part[j][grid]: column sums of xt. grid.y = column. */
+__global__ void k_colsum(const double *__restrict__ xt, int64_t n, double *__restrict__ part)
+{
+    const int j = blockIdx.y;
+    const double *col = xt + (int64_t)j * n;
+    double v = 0.0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) v += col[i];
+    v = block_sum(v);
+    if (threadIdx.x == 0) part[(int64_t)j * gridDim.x + blockIdx.x] = v;
+}
+
+/* out[j] = sum_g part[j][g] (one block per column), bound[1 + j] = out[j] / n. */
+__global__ void k_colsum_reduce(const double *__restrict__ part, int grid, int64_t n,
+                                double *__restrict__ out, double *__restrict__ bound)
+{
+    const int j = blockIdx.x;
+    double v = 0.0;
+    for (int g = threadIdx.x; g < grid; g += blockDim.x) v += part[(int64_t)j * grid + g];
+    v = block_sum(v);
+    if (threadIdx.x == 0) {
+        out[j] = v;
+        bound[1 + j] = n > 0 ? v / (double)n : 0.0;
+    }
+}
+
+__global__ void k_rowdist(const double *__restrict__ xt, int64_t n, int d,
+                          const double *__restrict__ bound, double *__restrict__ part)
+{
+    double m = 0.0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        double s = 0.0;
+        for (int j = 0; j < d; j++) {
+            const double t = xt[(int64_t)j * n + i] - bound[1 + j];
+            s += t * t;
+        }
+        if (isfinite(s)) m = fmax(m, s);
+    }
+    m = block_max(m);
+    if (threadIdx.x == 0) part[blockIdx.x] = m;
+}
+
+__global__ void k_rowdist_reduce(const double *__restrict__ part, int grid, double *__restrict__ bound)
+{
+    double m = 0.0;
+    for (int g = threadIdx.x; g < grid; g += blockDim.x) m = fmax(m, part[g]);
+    m = block_max(m);
+    if (threadIdx.x == 0) bound[0] = sqrt(m) * (1.0 + 1e-12);
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+__device__ __forceinline__ double u01(uint64_t h) { return ((double)(h >> 11) + 0.5) * 0x1.0p-53; }
+
+__device__ __forceinline__ double normal(uint64_t seed, uint64_t k)
+{
+    const uint64_t h1 = splitmix64(seed ^ (2 * k)), h2 = splitmix64(h1 ^ (2 * k + 1));
+    return sqrt(-2.0 * log(u01(h1))) * cospi(2.0 * u01(h2));
+}
+
+__global__ void k_generate(double *__restrict__ xt, int64_t n, int d, uint64_t seed)
+{
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint64_t base = (uint64_t)i * (uint64_t)(d + 1);
+        const double y = exp(0.5 * normal(seed, base)); /* log-normal mixing */
+        const double sy = sqrt(y);
+        double prev = 0.0;
+        for (int j = 0; j < d; j++) {
+            const double g = normal(seed, base + 1 + (uint64_t)j);
+            const double e = g + 0.4 * prev; /* some correlation between neighbours */
+            prev = g;
+            xt[(int64_t)j * n + i] = 0.1 * (j % 7) + 0.05 * ((j % 3) - 1) * y + sy * e;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Launchers
+ * ---------------------------------------------------------------------- */
+
+static int blocks_for(int64_t work, int tpb, int cap)
+{
+    int64_t b = (work + tpb - 1) / tpb;
+    if (b < 1) b = 1;
+    if (b > cap) b = cap;
+    return (int)b;
+}
+
+extern "C" int ghf__cu_grid(int64_t n, int sm_count)
+{
+    /* a few resident blocks per SM; never more blocks than row groups */
+    const int cap = (sm_count > 0 ? sm_count : 1) * 8;
+    return blocks_for(n, GHF_CU_TPB, cap);
+}
+
+extern "C" size_t ghf__cu_plan_bytes(void) { return sizeof(ghf_bessel_plan); }
+
+extern "C" cudaError_t ghf__cu_transpose_in(const double *src, int64_t m, int d, double *xt,
+                                            int64_t n, int64_t r0, cudaStream_t s)
+{
+    if (m <= 0 || d <= 0) return cudaSuccess;
+    const dim3 grid((unsigned)((m + 31) / 32), (unsigned)((d + 31) / 32)), block(32, 8);
+    k_transpose_in<<<grid, block, 0, s>>>(src, m, d, xt, n, r0);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_shard_summary(const double *xt, int64_t n, int d, int grid,
+                                             double *part, double *s4, double *bound, cudaStream_t s)
+{
+    if (n <= 0) {
+        cudaError_t e = cudaMemsetAsync(s4, 0, sizeof(double) * (size_t)d, s);
+        if (e == cudaSuccess) e = cudaMemsetAsync(bound, 0, sizeof(double) * (size_t)(d + 1), s);
+        return e;
+    }
+    k_colsum<<<dim3((unsigned)grid, (unsigned)d), 256, 0, s>>>(xt, n, part);
+    k_colsum_reduce<<<d, 256, 0, s>>>(part, grid, n, s4, bound);
+    k_rowdist<<<grid, 256, 0, s>>>(xt, n, d, bound, part);
+    k_rowdist_reduce<<<1, 256, 0, s>>>(part, grid, bound);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_generate(double *xt, int64_t n, int d, uint64_t seed, cudaStream_t s)
+{
+    if (n <= 0) return cudaSuccess;
+    k_generate<<<blocks_for(n, 256, 65536), 256, 0, s>>>(xt, n, d, seed);
+    return cudaGetLastError();
+}
+
+static_assert(GHF_CUDA_FUSED_DMAX == 12, "GHF_CU_DISPATCH below covers d = 1..12");
+
+#define GHF_CU_DISPATCH(D_, CALL) \
+    switch (D_) {                 \
+    case 1: CALL(1); break;       \
+    case 2: CALL(2); break;       \
+    case 3: CALL(3); break;       \
+    case 4: CALL(4); break;       \
+    case 5: CALL(5); break;       \
+    case 6: CALL(6); break;       \
+    case 7: CALL(7); break;       \
+    case 8: CALL(8); break;       \
+    case 9: CALL(9); break;       \
+    case 10: CALL(10); break;     \
+    case 11: CALL(11); break;     \
+    case 12: CALL(12); break;     \
+    default: return cudaErrorInvalidValue; \
+    }
+
+extern "C" cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, const double *pb,
+                                          int grid, double *qpart, cudaStream_t s)
+{
+#define QMAX_CALL(D) k_qmax_fused<D><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, qpart)
+    GHF_CU_DISPATCH(d, QMAX_CALL)
+#undef QMAX_CALL
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
+                                           const void *plan, const int *plan_ok, int grid,
+                                           double *part, cudaStream_t s)
+{
+    const ghf_bessel_plan *pl = (const ghf_bessel_plan *)plan;
+#define ESTEP_CALL(D) k_estep_fused<D><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part)
+    GHF_CU_DISPATCH(d, ESTEP_CALL)
+#undef ESTEP_CALL
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_reduce(const double *part, int ne, int grid, int d, double *stats,
+                                      cudaStream_t s)
+{
+    k_reduce<<<ne, 256, 0, s>>>(part, grid, d, stats);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_center(const double *xt, int64_t n, int64_t r0, int64_t m, int d,
+                                      const double *pb, double *zc, cudaStream_t s)
+{
+    k_center<<<blocks_for(m * d, 256, 65536), 256, 0, s>>>(xt, n, r0, m, d, pb, zc);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_qzw(const double *zc, int64_t m, int d, const double *pb, double *q,
+                                   double *zw, cudaStream_t s)
+{
+    k_qzw<<<blocks_for(m, 256, 65536), 256, 0, s>>>(zc, m, d, pb, q, zw);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_qmax_arr(const double *q, int64_t n, int grid, double *qpart,
+                                        cudaStream_t s)
+{
+    k_qmax_arr<<<grid, 256, 0, s>>>(q, n, qpart);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, int64_t n,
+                                          const double *pb, const void *plan, const int *plan_ok,
+                                          int grid, double *u, double *part, cudaStream_t s)
+{
+    k_estep_rows<<<grid, GHF_CU_TPB, 0, s>>>(q, zw, n, pb, (const ghf_bessel_plan *)plan, plan_ok, u,
+                                             part);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_plan_build(const double *pb, int d, int mode, const double *qpart,
+                                          int grid, int64_t n, const double *bound, void *plan,
+                                          int *plan_ok, cudaStream_t s)
+{
+    ghf_bessel_plan *pl = (ghf_bessel_plan *)plan;
+    k_plan_setup<<<1, 256, 0, s>>>(pb, d, mode, qpart, grid, n, bound, pl, plan_ok);
+    /* nodes: one fused evaluation each, in parallel; pieces: one per thread */
+    k_plan_nodes<<<64, 64, 0, s>>>(pl, plan_ok);
+    k_plan_pieces<<<2, 64, 0, s>>>(pl, plan_ok);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_finalize(int64_t n, int d, const double *pb, const double *s4,
+                                        const int *plan_ok, double *stats, cudaStream_t s)
+{
+    k_finalize<<<1, 256, 0, s>>>(n, d, pb, s4, plan_ok, stats);
+    return cudaGetLastError();
+}

@@ -1,0 +1,19 @@
+# CUDA backend tests (registered only when the CUDA backend is compiled).
+#   test_cuda_nodev      runs everywhere: without a GPU the CUDA build must fail
+#                        cleanly and fall back to the CPU (skips, 77, on a GPU machine)
+#   test_cuda_estep      GPU (label gpu): CUDA vs CPU backend, graph vs eager,
+#                        NCCL single-rank communicator; skips (77) without a GPU
+#   test_cuda_estep_np2  GPU, 2 ranks on one GPU: GPU compute + MPI reduction
+if(GHFIT_HAVE_CUDA)
+  ghf_unit_test(NAME test_cuda_nodev SOURCES tests/test_cuda_nodev.c LABELS cuda TIMEOUT 60)
+  set_tests_properties(test_cuda_nodev PROPERTIES SKIP_RETURN_CODE 77)
+  ghf_mpi_test(NAME test_cuda_nodev_np2 NP 2 COMMAND $<TARGET_FILE:test_cuda_nodev>
+               LABELS cuda TIMEOUT 60)
+  set_tests_properties(test_cuda_nodev_np2 PROPERTIES SKIP_RETURN_CODE 77)
+
+  ghf_unit_test(NAME test_cuda_estep SOURCES tests/test_cuda_estep.c LABELS gpu TIMEOUT 300)
+  set_tests_properties(test_cuda_estep PROPERTIES SKIP_RETURN_CODE 77)
+  ghf_mpi_test(NAME test_cuda_estep_np2 NP 2 COMMAND $<TARGET_FILE:test_cuda_estep>
+               LABELS gpu TIMEOUT 300)
+  set_tests_properties(test_cuda_estep_np2 PROPERTIES SKIP_RETURN_CODE 77)
+endif()
