@@ -50,6 +50,7 @@
  */
 #include "gig_solver.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 
@@ -312,8 +313,12 @@ ghf_gig_status ghf_gig_solve(const double eta[3], const double *warm, const ghf_
         out[1] = exp(s_log);
         out[2] = exp(-s_log);
     }
-    /* Jensen: m > 1, -log m < T1 < log m */
-    if (!(lm > 0.0) || !(T1 < lm) || !(T1 > -lm)) return GHF_GIG_INFEASIBLE;
+    /* Jensen: m > 1, -log m < T1 < log m, with a margin for the rounding
+     * of T1 and log m (a gap at that level is a point mass: degenerate) */
+    {
+        const double margin = 8.0 * DBL_EPSILON * (1.0 + fabs(eta[0]) + fabs(log(eta[1])) + fabs(log(eta[2])));
+        if (!(lm > margin) || !(T1 < lm - margin) || !(T1 > -lm + margin)) return GHF_GIG_INFEASIBLE;
+    }
 
     P.T1 = T1;
     P.m = exp(lm);
