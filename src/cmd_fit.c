@@ -31,13 +31,14 @@ static void fit_usage(FILE *f)
             "  --p-fixed P          GH with the GIG index p held fixed at P\n"
             "  --rows START:LEN     fit a window of rows only\n"
             "  --drop-nonfinite     skip rows with NaN/Inf (counted in the output) instead of failing\n"
+            "  --accel A            squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)\n"
             "  --quiet              no per-iteration lines\n",
             GHF_DEFAULT_MAX_ITER, GHF_DEFAULT_TOL, GHF_DEFAULT_START_ITERS, GHF_DEFAULT_STARTS);
 }
 
 typedef struct fit_args {
     const char *data, *dataset, *model, *out, *backend;
-    int max_iter, starts, quiet, drop_nonfinite, fix_p;
+    int max_iter, starts, quiet, drop_nonfinite, fix_p, accel;
     double tol, p_fixed;
     int64_t seed, win_start, win_len;
 } fit_args;
@@ -67,8 +68,9 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
     a->starts = GHF_DEFAULT_STARTS;
     a->seed = 1;
     a->win_len = -1;
+    a->accel = 1;
     enum { O_DATA = 256, O_DATASET, O_MODEL, O_OUT, O_MAXIT, O_TOL, O_BACKEND, O_SEED, O_QUIET, O_DROP,
-           O_STARTS, O_PFIX, O_ROWS, O_HELP };
+           O_STARTS, O_PFIX, O_ROWS, O_ACCEL, O_HELP };
     static const struct option opts[] = {
         {"data", required_argument, 0, O_DATA},       {"dataset", required_argument, 0, O_DATASET},
         {"model", required_argument, 0, O_MODEL},     {"out", required_argument, 0, O_OUT},
@@ -77,6 +79,7 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
         {"quiet", no_argument, 0, O_QUIET},           {"drop-nonfinite", no_argument, 0, O_DROP},
         {"starts", required_argument, 0, O_STARTS},   {"p-fixed", required_argument, 0, O_PFIX},
         {"rows", required_argument, 0, O_ROWS},       {"help", no_argument, 0, O_HELP},
+        {"accel", required_argument, 0, O_ACCEL},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -124,6 +127,14 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
         case O_ROWS:
             if (parse_window(optarg, &a->win_start, &a->win_len)) {
                 ghf_error0("--rows: '%s' is not START:LEN (e.g. 0:1000) or START:", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_ACCEL:
+            if (strcmp(optarg, "squarem") == 0) a->accel = 1;
+            else if (strcmp(optarg, "none") == 0) a->accel = 0;
+            else {
+                ghf_error0("--accel: '%s' is not squarem or none", optarg);
                 return GHF_EXIT_USAGE;
             }
             break;
@@ -222,6 +233,7 @@ int ghf_cmd_fit(int argc, char **argv)
     eo.seed = (uint64_t)a.seed;
     eo.n_starts = a.starts;
     eo.quiet = a.quiet;
+    eo.accel = a.accel;
     eo.data_mean = data.zero;
     eo.data_cov = data.cov;
     eo.stop_flag = &ghf_stop_requested;

@@ -42,6 +42,7 @@ typedef struct ghf_em_opts {
     int fix_p;       /* GH: keep p fixed at p_fixed */
     double p_fixed;
     int quiet;       /* rank 0 prints a line per iteration unless quiet */
+    int accel;       /* 1: SQUAREM extrapolation (default), 0: plain EM */
     const char *label; /* prefix of the per-iteration lines (sweeps) */
     /* Moments of the (centred) data, for the moment initialisation. */
     const double *data_mean; /* [d] */
@@ -79,6 +80,8 @@ typedef struct ghf_em_result {
     double *trace;     /* n_iter + 1 values */
     int n_trace;
     int n_decrease;    /* iterations whose log-likelihood fell by more than round-off */
+    int n_estep;       /* E-steps run (plain EM: n_iter + 1) */
+    int n_accel_accepted, n_accel_rejected; /* SQUAREM extrapolations */
     double t_init, t_estep, t_allreduce, t_mstep, t_total;
 } ghf_em_result;
 
