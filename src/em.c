@@ -113,7 +113,7 @@ static int mstep(em_ctx *e, ghf_family fam, const ghf_mstep_opts *mo, const ghf_
     const ghf_mstep_status ms = ghf_mstep(fam, mo, e->stats, cur, next, why, whylen);
     if (ms != GHF_MSTEP_OK) return (int)ms;
     if (ghf_derive(next, &e->g) != 0) {
-        snprintf(why, whylen, "boundary: Sigma is no longer positive definite (collinear or constant columns?)");
+        snprintf(why, whylen, "boundary: Sigma is no longer positive definite (the fit collapses onto tied or collinear observations)");
         return GHF_MSTEP_BOUNDARY;
     }
     ghf_params_normalize(next, e->g.logdet);
