@@ -4,8 +4,9 @@
  * find GIG(p, a, b) with those moments, i.e. minimise the convex Bregman
  * objective F(theta) = psi(theta) - theta.eta, theta = (p-1, -b/2, -a/2)
  * (math.md 3.3).  Newton with the analytic gradient and Hessian of psi
- * (kernels/gig.h: E t(Y) and Cov t(Y)), in phi = (p, log b, log a) so that
- * a, b stay positive, Armijo backtracking on F, |p| <= p_max, on the
+ * (kernels/gig.h: E t(Y) and Cov t(Y)); the step is taken along a path that
+ * keeps a, b > 0 (multiplicative in a and b), globalised by
+ * Levenberg-Marquardt damping judged on F, |p| <= p_max, on the
  * eta-rescaled problem E[Y~] = E[1/Y~] (math.md 3.3), mapped back at the end.
  * Warm start from the previous (p, a, b); cold start from the Gamma,
  * inverse-Gamma, inverse-Gaussian and p = 1/2 moment fits (best F first).
