@@ -34,13 +34,21 @@ GHF_HD static inline double ghf__logaddexp(double a, double b)
     return m + log1p(exp(n - m));
 }
 
-/* v >= 0 */
-GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z)
+/* a >= 0.  With logk_lo != NULL, log K is returned as the double-double
+ * logk + *logk_lo, accurate to ~1e-16 absolute even where its terms are
+ * large (slow; used to build plans). */
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, double *logk_lo)
 {
     ghf_bessel_eval out;
+    if (logk_lo) *logk_lo = 0.0;
     if (a >= GHF__OLVER_VMIN) {
         ghf__olver_result r = ghf__olver_eval(a, z);
         out.logk = r.logk;
+        if (logk_lo) {
+            ghf__dd l = ghf__dd_add(ghf__olver_f0_dd(a, z), ghf__dd_make(r.rest, 0.0));
+            out.logk = l.hi;
+            *logk_lo = l.lo;
+        }
         out.log_ratio_up = r.lr_up;
         out.log_ratio_dn = r.lr_dn;
         out.dlogk_dv = r.dlogk;
@@ -54,14 +62,15 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z)
     return out;
 }
 
-GHF_HD static inline ghf_bessel_eval ghf_bessel_fused(double v, double z)
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_ext(double v, double z, double *logk_lo)
 {
     ghf_bessel_eval out;
     if (!(z > 0.0) || isnan(v) || isinf(z) || isinf(v)) {
         out.logk = out.log_ratio_up = out.log_ratio_dn = out.dlogk_dv = NAN;
+        if (logk_lo) *logk_lo = 0.0;
         return out;
     }
-    out = ghf__bessel_fused_pos(fabs(v), z);
+    out = ghf__bessel_fused_pos(fabs(v), z, logk_lo);
     if (v < 0.0) {
         double t = out.log_ratio_up;
         out.log_ratio_up = out.log_ratio_dn;
@@ -69,6 +78,11 @@ GHF_HD static inline ghf_bessel_eval ghf_bessel_fused(double v, double z)
         out.dlogk_dv = -out.dlogk_dv;
     }
     return out;
+}
+
+GHF_HD static inline ghf_bessel_eval ghf_bessel_fused(double v, double z)
+{
+    return ghf__bessel_fused_ext(v, z, (double *)0);
 }
 
 /* Reference (slow) evaluator: the saddle-point trapezoid of bessel_trap.h. */

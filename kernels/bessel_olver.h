@@ -17,6 +17,7 @@
 
 #include "ghf_defs.h"
 #include "bessel_coef.h"
+#include "ddouble.h"
 
 #define GHF__OLVER_VMIN 35.0
 #define GHF__PI_2 1.5707963267948966192313216916398 /* pi/2 */
@@ -51,6 +52,21 @@ GHF_HD static inline double ghf__olver_f0(double v, double z, double R, double t
     double del = dz / v;
     if (fabs(del) <= 0.08) return -dz * ghf__olver_eta_series(del);
     return v * ts - R;
+}
+
+/* f0 = v asinh(v/z) - sqrt(z^2+v^2) as a double-double (slow: plan build
+ * only).  Outside 1e-150 < z < 1e150 the plain value is returned. */
+GHF_HD static inline ghf__dd ghf__olver_f0_dd(double v, double z)
+{
+    if (!(z > 1e-150 && z < 1e150 && v < 1e150)) {
+        double R = hypot(z, v);
+        return ghf__dd_make(v * asinh(v / z) - R, 0.0);
+    }
+    ghf__dd r2 = ghf__dd_add(ghf__two_prod(v, v), ghf__two_prod(z, z));
+    ghf__dd R = ghf__dd_sqrt(r2);
+    ghf__dd y = ghf__dd_div(ghf__dd_add(R, ghf__dd_make(v, 0.0)), ghf__dd_make(z, 0.0));
+    ghf__dd ts = ghf__dd_log(y);
+    return ghf__dd_add(ghf__dd_mul_d(ts, v), ghf__dd_neg(R));
 }
 
 /* v >= GHF__OLVER_VMIN, z > 0 (any size). */

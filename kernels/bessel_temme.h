@@ -25,6 +25,7 @@
 
 typedef struct ghf__kbase {
     double lk; /* log K_mu(x) */
+    double k;  /* K_mu(x), or 0 where it would leave the normal range */
     double r1; /* K_{mu+1}/K_mu */
     double rm; /* K_{mu-1}/K_mu = K_{1-mu}/K_mu */
     double d0; /* (d/dmu K_mu)/K_mu */
@@ -114,6 +115,7 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
     }
     double xi2 = 2.0 / x;
     r.lk = log(sum);
+    r.k = sum;
     r.r1 = xi2 * (sum1 / sum);
     r.rm = xi2 * (sum2 / sum);
     r.d0 = dsum / sum;
@@ -163,6 +165,7 @@ GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
         if (g > 45.0 + 1.5 * t) break;
     }
     r.lk = log(h * k0) - x;
+    r.k = (x < 690.0) ? h * k0 * exp(-x) : 0.0;
     if (mu >= 0.0) {
         r.r1 = kp / k0;
         r.rm = km / k0;
@@ -229,7 +232,12 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
             if (B > 1e100) { A *= 1e-100; B *= 1e-100; dA *= 1e-100; dB *= 1e-100; cnt++; }
         }
         double rdn = A / B;
-        o.logk = b.lk + log(B) + cnt * 230.25850929940456840179914546844; /* log(1e100) */
+        double kv = b.k * B; /* K_v when in range: its log has an absolute error
+                                ~ its relative error, whatever the size of lk */
+        if (cnt == 0 && kv > 1e-300 && kv < 1e300)
+            o.logk = log(kv);
+        else
+            o.logk = b.lk + log(B) + cnt * 230.25850929940456840179914546844; /* log(1e100) */
         o.dlogk = dB / B;
         o.lr_dn = log(rdn);
         double tv = a * xi2;
