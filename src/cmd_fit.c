@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "commands.h"
 #include "em.h"
 #include "fit.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "job.h"
 #include "util.h"
 
 static void fit_usage(FILE *f)
@@ -32,8 +34,13 @@ static void fit_usage(FILE *f)
             "  --rows START:LEN     fit a window of rows only\n"
             "  --drop-nonfinite     skip rows with NaN/Inf (counted in the output) instead of failing\n"
             "  --accel A            squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)\n"
-            "  --quiet              no per-iteration lines\n",
-            GHF_DEFAULT_MAX_ITER, GHF_DEFAULT_TOL, GHF_DEFAULT_START_ITERS, GHF_DEFAULT_STARTS);
+            "  --quiet              no per-iteration lines\n"
+            "  --checkpoint FILE    write the EM state to FILE (atomically) every --checkpoint-every\n"
+            "                       iterations and on SIGUSR1/SIGTERM (then exit status 75)\n"
+            "  --checkpoint-every K iterations between checkpoints (default %d)\n"
+            "  --resume             continue from --checkpoint FILE (same data and options)\n",
+            GHF_DEFAULT_MAX_ITER, GHF_DEFAULT_TOL, GHF_DEFAULT_START_ITERS, GHF_DEFAULT_STARTS,
+            GHF_JOB_DEFAULT_CKPT_EVERY);
 }
 
 typedef struct fit_args {
@@ -41,6 +48,8 @@ typedef struct fit_args {
     int max_iter, starts, quiet, drop_nonfinite, fix_p, accel;
     double tol, p_fixed;
     int64_t seed, win_start, win_len;
+    const char *checkpoint; /* checkpoint options (src/checkpoint.h) */
+    int ckpt_every, resume;
 } fit_args;
 
 static int parse_window(const char *s, int64_t *start, int64_t *len)
@@ -68,9 +77,10 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
     a->starts = GHF_DEFAULT_STARTS;
     a->seed = 1;
     a->win_len = -1;
+    a->ckpt_every = GHF_JOB_DEFAULT_CKPT_EVERY;
     a->accel = 1;
     enum { O_DATA = 256, O_DATASET, O_MODEL, O_OUT, O_MAXIT, O_TOL, O_BACKEND, O_SEED, O_QUIET, O_DROP,
-           O_STARTS, O_PFIX, O_ROWS, O_ACCEL, O_HELP };
+           O_STARTS, O_PFIX, O_ROWS, O_ACCEL, O_HELP, O_CKPT, O_CKPT_EVERY, O_RESUME };
     static const struct option opts[] = {
         {"data", required_argument, 0, O_DATA},       {"dataset", required_argument, 0, O_DATASET},
         {"model", required_argument, 0, O_MODEL},     {"out", required_argument, 0, O_OUT},
@@ -80,6 +90,8 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
         {"starts", required_argument, 0, O_STARTS},   {"p-fixed", required_argument, 0, O_PFIX},
         {"rows", required_argument, 0, O_ROWS},       {"help", no_argument, 0, O_HELP},
         {"accel", required_argument, 0, O_ACCEL},
+        {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"resume", no_argument, 0, O_RESUME},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -138,6 +150,14 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
                 return GHF_EXIT_USAGE;
             }
             break;
+        case O_CKPT: a->checkpoint = optarg; break;
+        case O_RESUME: a->resume = 1; break;
+        case O_CKPT_EVERY:
+            if (ghf_parse_int(optarg, &a->ckpt_every) || a->ckpt_every < 1) {
+                ghf_error0("--checkpoint-every: '%s' is not a positive integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
         case O_HELP:
             return -1;
         default:
@@ -159,6 +179,10 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
     }
     if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
         ghf_error0("--backend: unknown backend '%s' (expected auto, cpu or cuda)", a->backend);
+        return GHF_EXIT_USAGE;
+    }
+    if (a->resume && !a->checkpoint) {
+        ghf_error0("--resume needs --checkpoint FILE");
         return GHF_EXIT_USAGE;
     }
     if (a->fix_p && fam == GHF_FAMILY_NIG) {
@@ -246,14 +270,41 @@ int ghf_cmd_fit(int argc, char **argv)
     snprintf(out.name, sizeof out.name, "%s", a.model);
     out.family = fam;
     out.n_dropped = shard.n_dropped;
-    int rc = ghf_em_fit(comm, be, data.d, &eo, &out.em, err, sizeof err);
+    /* checkpoint/resume (src/checkpoint.c): the identity is the data, N, d and the options */
+    char hs[1024];
+    snprintf(hs, sizeof hs, "fit|%s|%lld|%lld|%d|%d|%.17g|%lld|%d|%d|%.17g|%s|%d", a.model, (long long)a.win_start,
+             (long long)a.win_len, a.drop_nonfinite, a.max_iter, a.tol, (long long)a.seed, a.starts, a.fix_p,
+             a.fix_p ? a.p_fixed : 0.0, a.backend, a.accel);
+    const ghf_ckpt_id cid = {"fit", a.data, a.dataset, data.n_global, data.d,
+                             ghf_hash_bytes(GHF_HASH_INIT, hs, strlen(hs)), 1, NULL};
+    ghf_fit_ckpt ck;
+    int rc = ghf_fit_ckpt_setup(comm, &ck, a.checkpoint, a.ckpt_every, a.resume, &cid, a.model, a.max_iter, &eo,
+                                err, sizeof err);
+    if (rc) {
+        ghf_error0("%s", err);
+        goto done;
+    }
+    if (ck.have_resume && !a.quiet && rank == 0)
+        printf("resuming from %s at iteration %d\n", a.checkpoint, ck.resume.iter);
+    rc = ghf_em_fit(comm, be, data.d, &eo, &out.em, err, sizeof err);
     if (rc) {
         ghf_error0("%s", err);
         goto done;
     }
     if (out.em.outcome == GHF_EM_INTERRUPTED) {
-        ghf_error0("stopped on a signal before convergence (no checkpoint file was requested)");
-        rc = GHF_EXIT_CHECKPOINT;
+        int wrote = ck.wrote_final;
+        MPI_Bcast(&wrote, 1, MPI_INT, 0, comm);
+        if (!a.checkpoint) {
+            ghf_error0("stopped on a signal before convergence (no checkpoint file was requested)");
+            rc = GHF_EXIT_CHECKPOINT;
+        } else if (wrote) {
+            ghf_error0("stopped on a signal at iteration %d; checkpoint written to %s (rerun with --resume)",
+                       ck.last_iter, a.checkpoint);
+            rc = GHF_EXIT_CHECKPOINT;
+        } else {
+            ghf_error0("stopped on a signal, but the checkpoint %s could not be written", a.checkpoint);
+            rc = GHF_EXIT_RUNTIME;
+        }
         goto done;
     }
     if (out.em.outcome == GHF_EM_FAILED) {
@@ -299,6 +350,7 @@ int ghf_cmd_fit(int argc, char **argv)
         rc = st;
         goto done;
     }
+    if (rank == 0 && a.checkpoint) ghf_ckpt_remove(a.checkpoint); /* the result supersedes it */
     ghf_fit_out_gather(comm, &out);
     if (rank == 0) {
         if (!a.quiet) ghf_fit_out_print(&out, 1);
@@ -306,6 +358,7 @@ int ghf_cmd_fit(int argc, char **argv)
             fprintf(stderr, "ghfit: warning: the log-likelihood decreased in %d iteration(s)\n", out.em.n_decrease);
     }
 done:
+    ghf_fit_ckpt_free(&ck);
     ghf_fit_out_free(&out);
     be->destroy(be);
     ghf_data_free(&data);

@@ -1,0 +1,353 @@
+/* checkpoint.c - see checkpoint.h */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "sweep.h"
+#include "util.h"
+
+void ghf_params_pack(const ghf_params *t, double *buf)
+{
+    const int d = t->d;
+    memcpy(buf, t->mu, (size_t)d * sizeof(double));
+    memcpy(buf + d, t->gamma, (size_t)d * sizeof(double));
+    memcpy(buf + 2 * d, t->sigma, (size_t)d * d * sizeof(double));
+    buf[2 * d + d * d] = t->p;
+    buf[2 * d + d * d + 1] = t->a;
+    buf[2 * d + d * d + 2] = t->b;
+}
+
+void ghf_params_unpack(const double *buf, ghf_params *t)
+{
+    const int d = t->d;
+    memcpy(t->mu, buf, (size_t)d * sizeof(double));
+    memcpy(t->gamma, buf + d, (size_t)d * sizeof(double));
+    memcpy(t->sigma, buf + 2 * d, (size_t)d * d * sizeof(double));
+    t->p = buf[2 * d + d * d];
+    t->a = buf[2 * d + d * d + 1];
+    t->b = buf[2 * d + d * d + 2];
+}
+
+void ghf_ckpt_run_clear(ghf_ckpt_run *r)
+{
+    free(r->cur);
+    free(r->prev);
+    free(r->trace);
+    memset(r, 0, sizeof *r);
+}
+
+int ghf_ckpt_run_set(ghf_ckpt_run *r, int64_t index, const char *name, const ghf_em_state *st)
+{
+    const int d = st->cur.d;
+    const int np = ghf_ckpt_param_len(d);
+    if (r->d != d || !r->cur || !r->prev) {
+        free(r->cur);
+        free(r->prev);
+        r->cur = malloc((size_t)np * sizeof(double));
+        r->prev = malloc((size_t)np * sizeof(double));
+    }
+    free(r->trace);
+    r->trace = malloc((size_t)(st->iter > 0 ? st->iter : 1) * sizeof(double));
+    if (!r->cur || !r->prev || !r->trace) return -1;
+    r->index = index;
+    if (name != r->name) snprintf(r->name, sizeof r->name, "%s", name);
+    r->d = d;
+    r->iter = st->iter;
+    ghf_params_pack(&st->cur, r->cur);
+    if (st->iter > 0) ghf_params_pack(&st->prev, r->prev);
+    else ghf_params_pack(&st->cur, r->prev);
+    if (st->iter > 0) memcpy(r->trace, st->trace, (size_t)st->iter * sizeof(double));
+    return 0;
+}
+
+int ghf_ckpt_run_to_state(const ghf_ckpt_run *r, int max_iter, ghf_em_state *st)
+{
+    if (ghf_em_state_alloc(st, r->d, max_iter > r->iter ? max_iter : r->iter) != 0) return -1;
+    st->iter = r->iter;
+    ghf_params_unpack(r->cur, &st->cur);
+    ghf_params_unpack(r->prev, &st->prev);
+    if (r->iter > 0) memcpy(st->trace, r->trace, (size_t)r->iter * sizeof(double));
+    return 0;
+}
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id)
+{
+    snprintf(c->kind, sizeof c->kind, "%s", id->kind);
+    free(c->data_path);
+    free(c->dataset);
+    free(c->config_text);
+    char real[PATH_MAX];
+    c->data_path = dup_or_empty(realpath(id->data_path, real) ? real : id->data_path);
+    c->dataset = dup_or_empty(id->dataset && *id->dataset ? id->dataset : "/X");
+    c->config_text = id->config_text ? strdup(id->config_text) : NULL;
+    c->n_rows = id->n_rows;
+    c->d = id->d;
+    c->hash = id->hash;
+    c->n_fits = id->n_fits;
+    return c->data_path && c->dataset ? 0 : -1;
+}
+
+/* ---- the whole checkpoint as bytes (for the broadcast) ---- */
+
+static void pack_ckpt(ghf_pack *b, const ghf_ckpt *c)
+{
+    ghf_pack_str(b, c->kind);
+    ghf_pack_str(b, c->data_path);
+    ghf_pack_str(b, c->dataset);
+    ghf_pack_i64(b, c->n_rows);
+    ghf_pack_i64(b, c->d);
+    ghf_pack_i64(b, (int64_t)c->hash);
+    ghf_pack_i64(b, c->n_fits);
+    ghf_pack_str(b, c->config_text);
+    ghf_pack_i64(b, c->n_run);
+    for (int i = 0; i < c->n_run; i++) {
+        const ghf_ckpt_run *r = &c->run[i];
+        const int np = ghf_ckpt_param_len(r->d);
+        ghf_pack_i64(b, r->index);
+        ghf_pack_str(b, r->name);
+        ghf_pack_i64(b, r->d);
+        ghf_pack_i64(b, r->iter);
+        ghf_pack_f64s(b, r->cur, np);
+        ghf_pack_f64s(b, r->prev, np);
+        ghf_pack_f64s(b, r->trace, r->iter);
+    }
+    ghf_pack_i64(b, c->n_done);
+    for (int i = 0; i < c->n_done; i++) ghf_pack_i64(b, c->done_index[i]);
+    for (int i = 0; i <= c->n_done; i++) ghf_pack_i64(b, c->n_done ? c->done_off[i] : 0);
+    const int64_t nb = c->n_done ? c->done_off[c->n_done] : 0;
+    ghf_pack_i64(b, nb);
+    ghf_pack_bytes(b, c->done_blob, (size_t)nb);
+}
+
+static int unpack_ckpt(ghf_unpack *u, ghf_ckpt *c)
+{
+    memset(c, 0, sizeof *c);
+    char *kind = ghf_unpack_str(u);
+    snprintf(c->kind, sizeof c->kind, "%s", kind ? kind : "");
+    free(kind);
+    c->data_path = ghf_unpack_str(u);
+    c->dataset = ghf_unpack_str(u);
+    c->n_rows = ghf_unpack_i64(u);
+    c->d = (int)ghf_unpack_i64(u);
+    c->hash = (uint64_t)ghf_unpack_i64(u);
+    c->n_fits = ghf_unpack_i64(u);
+    c->config_text = ghf_unpack_str(u);
+    const int64_t nr = ghf_unpack_i64(u);
+    if (u->bad || nr < 0 || nr > 1 << 24) return -1;
+    c->run = calloc((size_t)nr + 1, sizeof *c->run);
+    if (!c->run) return -1;
+    for (int64_t i = 0; i < nr && !u->bad; i++) {
+        ghf_ckpt_run *r = &c->run[c->n_run++];
+        int64_t n;
+        r->index = ghf_unpack_i64(u);
+        char *nm = ghf_unpack_str(u);
+        snprintf(r->name, sizeof r->name, "%s", nm ? nm : "");
+        free(nm);
+        r->d = (int)ghf_unpack_i64(u);
+        r->iter = (int)ghf_unpack_i64(u);
+        r->cur = ghf_unpack_f64s(u, &n);
+        r->prev = ghf_unpack_f64s(u, &n);
+        r->trace = ghf_unpack_f64s(u, &n);
+    }
+    const int64_t nd = ghf_unpack_i64(u);
+    if (u->bad || nd < 0 || nd > 1 << 28) return -1;
+    c->n_done = (int)nd;
+    c->done_index = malloc((size_t)(nd + 1) * sizeof(int64_t));
+    c->done_off = malloc((size_t)(nd + 1) * sizeof(int64_t));
+    if (!c->done_index || !c->done_off) return -1;
+    for (int64_t i = 0; i < nd; i++) c->done_index[i] = ghf_unpack_i64(u);
+    for (int64_t i = 0; i <= nd; i++) c->done_off[i] = ghf_unpack_i64(u);
+    const int64_t nb = ghf_unpack_i64(u);
+    if (u->bad || nb < 0 || (size_t)nb > u->n - u->off) return -1;
+    c->done_blob = malloc((size_t)(nb > 0 ? nb : 1));
+    if (!c->done_blob) return -1;
+    memcpy(c->done_blob, u->p + u->off, (size_t)nb);
+    u->off += (size_t)nb;
+    return u->bad ? -1 : 0;
+}
+
+static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, char *err, size_t errlen)
+{
+    char real[PATH_MAX];
+    const char *dp = realpath(id->data_path, real) ? real : id->data_path;
+    const char *ds = id->dataset && *id->dataset ? id->dataset : "/X";
+    char what[1024] = "";
+    if (strcmp(c->kind, id->kind) != 0)
+        snprintf(what, sizeof what, "it was written by 'ghfit %s', not 'ghfit %s'", c->kind, id->kind);
+    else if (strcmp(c->data_path, dp) != 0)
+        snprintf(what, sizeof what, "its data file is %.480s, not %.480s", c->data_path, dp);
+    else if (strcmp(c->dataset, ds) != 0)
+        snprintf(what, sizeof what, "its dataset is %.480s, not %.480s", c->dataset, ds);
+    else if (c->n_rows != id->n_rows || c->d != id->d)
+        snprintf(what, sizeof what, "its data had %lld x %d values, these have %lld x %d", (long long)c->n_rows, c->d,
+                 (long long)id->n_rows, id->d);
+    else if (c->hash != id->hash || c->n_fits != id->n_fits)
+        snprintf(what, sizeof what, "it was written with other options (options hash %016" PRIx64 ", this run %016" PRIx64 ")",
+                 c->hash, id->hash);
+    if (!what[0]) return 0;
+    snprintf(err, errlen, "%s: the checkpoint does not belong to this run: %s (remove it, or run without --resume)", path,
+             what);
+    return 2;
+}
+
+int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    memset(c, 0, sizeof *c);
+    int st = 0;
+    ghf_pack b = {0};
+    if (rank == 0) {
+        st = ghf_ckpt_read(path, c, err, errlen);
+        if (st) {
+            char prev[4200], err2[1024];
+            ghf_ckpt_prev_path(path, prev, sizeof prev);
+            if (ghf_ckpt_read(prev, c, err2, sizeof err2) == 0) {
+                fprintf(stderr, "ghfit: warning: %s; resuming from the previous checkpoint %s\n", err, prev);
+                st = 0;
+            }
+        }
+        if (st == 0) st = check_id(c, id, path, err, errlen);
+        if (st == 0) {
+            pack_ckpt(&b, c);
+            if (b.oom) {
+                st = 1;
+                snprintf(err, errlen, "out of memory");
+            }
+        }
+    }
+    ghf_bcast_status(comm, &st, err, errlen);
+    if (st) {
+        ghf_ckpt_free(c);
+        ghf_pack_free(&b);
+        return st;
+    }
+    int64_t nb = (int64_t)b.n;
+    MPI_Bcast(&nb, 1, MPI_INT64_T, 0, comm);
+    if (rank != 0) {
+        b.p = malloc((size_t)nb);
+        b.n = b.cap = (size_t)nb;
+    }
+    /* in pieces below 2^31 bytes */
+    for (int64_t off = 0; off < nb; off += 1 << 30) {
+        const int64_t k = nb - off < (1 << 30) ? nb - off : (1 << 30);
+        MPI_Bcast(b.p + off, (int)k, MPI_BYTE, 0, comm);
+    }
+    if (rank != 0) {
+        ghf_unpack u = {b.p, b.n, 0, 0};
+        if (unpack_ckpt(&u, c) != 0) st = 1;
+    }
+    ghf_pack_free(&b);
+    st = ghf_any(comm, st) ? 1 : 0;
+    if (st) {
+        ghf_ckpt_free(c);
+        snprintf(err, errlen, "%s: the checkpoint could not be distributed to every rank", path);
+    }
+    return st;
+}
+
+void ghf_ckpt_remove(const char *path)
+{
+    char prev[4200];
+    ghf_ckpt_prev_path(path, prev, sizeof prev);
+    unlink(path);
+    unlink(prev);
+}
+
+int ghf_ckpt_test_iter_sleep_ms(void)
+{
+    const char *s = getenv("GHFIT_TEST_ITER_SLEEP");
+    return s ? atoi(s) : 0;
+}
+
+void ghf_sleep_ms(int ms)
+{
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int ghf_fit_ckpt_on_state(void *ctx, const ghf_em_state *st, int stopping)
+{
+    ghf_fit_ckpt *k = ctx;
+    k->last_iter = st->iter;
+    if (!stopping && k->iter_sleep_ms > 0) ghf_sleep_ms(k->iter_sleep_ms);
+    if (!k->path || k->rank != 0) return 0;
+    /* cycle boundaries (SQUAREM) may skip iteration numbers: count from the last write */
+    if (k->base_iter < 0) k->base_iter = st->iter;
+    if (!stopping && (k->every <= 0 || st->iter - k->base_iter < k->every)) return 0;
+    if (k->file.n_run < 1) return 0;
+    char err[1024];
+    if (ghf_ckpt_run_set(&k->file.run[0], 0, k->file.run[0].name, st) != 0) {
+        snprintf(err, sizeof err, "out of memory");
+    } else if (ghf_ckpt_write(k->path, &k->file, err, sizeof err) == 0) {
+        k->n_written++;
+        k->base_iter = st->iter;
+        if (stopping) k->wrote_final = 1;
+        return 0;
+    }
+    fprintf(stderr, "ghfit: warning: %s\n", err);
+    if (stopping) k->write_failed = 1;
+    return 0;
+}
+
+int ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int every, int resume,
+                       const ghf_ckpt_id *id, const char *fit_name, int max_iter, ghf_em_opts *eo, char *err,
+                       size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    MPI_Comm_rank(comm, &k->rank);
+    k->iter_sleep_ms = ghf_ckpt_test_iter_sleep_ms();
+    k->last_iter = -1;
+    k->base_iter = -1;
+    if (path || k->iter_sleep_ms > 0) {
+        eo->on_state = ghf_fit_ckpt_on_state;
+        eo->on_state_ctx = k;
+    }
+    if (!path) return 0;
+    k->path = path;
+    k->every = every;
+    k->file.run = calloc(1, sizeof *k->file.run);
+    if (!k->file.run || ghf_ckpt_set_id(&k->file, id) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    k->file.n_run = 1;
+    snprintf(k->file.run[0].name, sizeof k->file.run[0].name, "%s", fit_name);
+    if (!resume) return 0;
+    ghf_ckpt c;
+    int st = ghf_ckpt_load(comm, path, id, &c, err, errlen);
+    if (st) return st;
+    if (c.n_run != 1 || c.run[0].d != id->d) {
+        snprintf(err, errlen, "%s: the checkpoint holds no resumable fit", path);
+        ghf_ckpt_free(&c);
+        return 2;
+    }
+    if (ghf_ckpt_run_to_state(&c.run[0], max_iter, &k->resume) != 0) {
+        snprintf(err, errlen, "out of memory");
+        ghf_ckpt_free(&c);
+        return 1;
+    }
+    k->have_resume = 1;
+    eo->resume = &k->resume;
+    ghf_ckpt_free(&c);
+    return 0;
+}
+
+void ghf_fit_ckpt_free(ghf_fit_ckpt *k)
+{
+    if (k->have_resume) ghf_em_state_free(&k->resume);
+    k->have_resume = 0;
+    ghf_ckpt_free(&k->file);
+}

@@ -1,0 +1,85 @@
+/* checkpoint.h - checkpoint and restart logic for `ghfit fit` and `ghfit run`
+ * (the HDF5 file format is io/checkpoint.h, included below by its path:
+ * both headers are called checkpoint.h).
+ *
+ * Rank 0 writes (the EM state is identical on every rank of a fit); a
+ * resume is validated on rank 0 against the run's identity (kind, data file,
+ * dataset, N, d, options hash) and broadcast to every rank.  Resuming with
+ * the same ranks and backend reproduces the uninterrupted run bitwise. */
+#ifndef GHF_CHECKPOINT_H
+#define GHF_CHECKPOINT_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "../io/checkpoint.h"
+#include "em.h"
+
+/* Parameters <-> the packed form of io/checkpoint.h (mu, gamma, sigma, p, a, b). */
+void ghf_params_pack(const ghf_params *t, double *buf);
+void ghf_params_unpack(const double *buf, ghf_params *t);
+
+/* Fill r (allocating) from an EM state. 0 or -1 (out of memory). */
+int ghf_ckpt_run_set(ghf_ckpt_run *r, int64_t index, const char *name, const ghf_em_state *st);
+void ghf_ckpt_run_clear(ghf_ckpt_run *r);
+/* Allocate st (room for max_iter iterations) and fill it from r. 0 or -1. */
+int ghf_ckpt_run_to_state(const ghf_ckpt_run *r, int max_iter, ghf_em_state *st);
+
+/* Identity of a run: what a checkpoint must match to be resumed. */
+typedef struct ghf_ckpt_id {
+    const char *kind;      /* "fit" or "run" */
+    const char *data_path; /* as given; compared after realpath() */
+    const char *dataset;
+    int64_t n_rows;        /* rows of the data set (the file's N) */
+    int d;
+    uint64_t hash;
+    int64_t n_fits;
+    const char *config_text;
+} ghf_ckpt_id;
+
+/* Fill the identity fields of c (copies). */
+int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id);
+
+/* Collective over comm: rank 0 reads the checkpoint (falling back to the
+ * "_prev" file with a warning when the main one is missing or damaged),
+ * checks it against id, and broadcasts it.  Returns 0, or 2 with a message
+ * (no checkpoint, not a checkpoint, written for a different run). */
+int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen);
+
+/* Remove the checkpoint and its "_prev" (after the result file is written). */
+void ghf_ckpt_remove(const char *path);
+
+/* GHFIT_TEST_ITER_SLEEP=MS: a test hook that slows every EM iteration down
+ * (so that a test can signal a run mid-fit).  0 when unset. */
+int  ghf_ckpt_test_iter_sleep_ms(void);
+void ghf_sleep_ms(int ms);
+
+/* `ghfit fit`: the on_state hook.  Rank 0 writes the checkpoint every
+ * `every` iterations and when stopping; a failed periodic write is a warning
+ * (the fit goes on), a failed final write is reported in write_failed. */
+typedef struct ghf_fit_ckpt {
+    const char *path;
+    int every;
+    int rank;
+    ghf_ckpt file;        /* identity fields set; one running fit */
+    int iter_sleep_ms;
+    int n_written;
+    int wrote_final;      /* the stopping state was written */
+    int write_failed;     /* the stopping state could not be written */
+    int last_iter;        /* iteration of the last state seen */
+    int base_iter;        /* iteration of the last write (or of the start) */
+    ghf_em_state resume;  /* the state to continue from (have_resume) */
+    int have_resume;
+} ghf_fit_ckpt;
+
+/* Collective.  Sets up k and eo (on_state; with resume: eo->resume from the
+ * validated checkpoint).  path NULL: no checkpoint (the test hook
+ * GHFIT_TEST_ITER_SLEEP still applies).  Returns 0, or 2/1 with a message. */
+int  ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int every, int resume,
+                        const ghf_ckpt_id *id, const char *fit_name, int max_iter, ghf_em_opts *eo, char *err,
+                        size_t errlen);
+void ghf_fit_ckpt_free(ghf_fit_ckpt *k);
+
+int  ghf_fit_ckpt_on_state(void *ctx, const ghf_em_state *st, int stopping);
+
+#endif
