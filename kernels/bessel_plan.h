@@ -52,11 +52,11 @@
 typedef struct ghf_bessel_plan_piece {
     double c, ihw;            /* centre and 1/half-width: x = (z - c) ihw */
     double za, la_hi, la_lo;  /* anchor: log K(za) = la_hi + la_lo */
-    /* node values, rows: logk hi, logk lo, ratio up, ratio dn, dlogk/dv */
-    double val[5][GHF_BESSEL_PLAN_NODES];
-    /* monomial coefficients in x, interleaved: coef[j] = {A, up, dn, dlogk}
-     * for x^j (filled by finish_piece) */
-    double coef[GHF_BESSEL_PLAN_NODES][4];
+    /* before finish_piece: node values, buf[r * 16 + j] for node j and row r
+     * = logk hi, logk lo, ratio up, ratio dn, dlogk/dv;
+     * after: monomial coefficients in x, interleaved, buf[4 j + l] for x^j
+     * and l = A, ratio up, ratio dn, dlogk/dv */
+    double buf[5 * GHF_BESSEL_PLAN_NODES];
 } ghf_bessel_plan_piece;
 
 typedef struct ghf_bessel_plan {
@@ -166,11 +166,11 @@ GHF_HD static inline void ghf_bessel_plan_node(ghf_bessel_plan *pl, int i)
         return;
     }
     ghf_bessel_eval e = ghf__bessel_fused_ext(pl->v, ghf__plan_node_z(P, j), &lo);
-    P->val[0][j] = e.logk;
-    P->val[1][j] = lo;
-    P->val[2][j] = e.log_ratio_up;
-    P->val[3][j] = e.log_ratio_dn;
-    P->val[4][j] = e.dlogk_dv;
+    P->buf[0 * GHF_BESSEL_PLAN_NODES + j] = e.logk;
+    P->buf[1 * GHF_BESSEL_PLAN_NODES + j] = lo;
+    P->buf[2 * GHF_BESSEL_PLAN_NODES + j] = e.log_ratio_up;
+    P->buf[3 * GHF_BESSEL_PLAN_NODES + j] = e.log_ratio_dn;
+    P->buf[4 * GHF_BESSEL_PLAN_NODES + j] = e.dlogk_dv;
 }
 
 /* Node values f[j] at the Chebyshev nodes -> monomial coefficients in x. */
@@ -213,27 +213,26 @@ GHF_HD static inline void ghf_bessel_plan_finish_piece(ghf_bessel_plan *pl, int 
     const int n = GHF_BESSEL_PLAN_NODES;
     double za = P->za;
     ghf__dd la = ghf__dd_make(P->la_hi, P->la_lo);
-    /* divided differences (log K(z_j) - L_a) / (z_j - z_a); should a node
-     * coincide with the anchor, d/dz log K = -(K_{v-1} + K_{v+1}) / (2 K_v) */
-    double A[GHF_BESSEL_PLAN_NODES];
+    double f[4][GHF_BESSEL_PLAN_NODES];
+    const double *lh = P->buf, *ll = P->buf + n;
     for (int j = 0; j < n; j++) {
-        if (ghf__plan_node_z(P, j) == za) {
-            A[j] = -0.5 * (exp(P->val[2][j]) + exp(P->val[3][j]));
+        double up = P->buf[2 * n + j], dn = P->buf[3 * n + j];
+        f[1][j] = up;
+        f[2][j] = dn;
+        f[3][j] = P->buf[4 * n + j];
+        /* divided differences (log K(z_j) - L_a) / (z_j - z_a); should a node
+         * coincide with the anchor, d/dz log K = -(K_{v-1} + K_{v+1}) / (2 K_v) */
+        double zj = ghf__plan_node_z(P, j);
+        if (zj == za) {
+            f[0][j] = -0.5 * (exp(up) + exp(dn));
         } else {
-            ghf__dd d = ghf__dd_add(ghf__quick_two_sum(P->val[0][j], P->val[1][j]), ghf__dd_neg(la));
-            A[j] = (d.hi + d.lo) / (ghf__plan_node_z(P, j) - za);
+            ghf__dd d = ghf__dd_add(ghf__quick_two_sum(lh[j], ll[j]), ghf__dd_neg(la));
+            f[0][j] = (d.hi + d.lo) / (zj - za);
         }
     }
-    ghf__plan_fit(A);
-    ghf__plan_fit(P->val[2]);
-    ghf__plan_fit(P->val[3]);
-    ghf__plan_fit(P->val[4]);
-    for (int j = 0; j < n; j++) {
-        P->coef[j][0] = A[j];
-        P->coef[j][1] = P->val[2][j];
-        P->coef[j][2] = P->val[3][j];
-        P->coef[j][3] = P->val[4][j];
-    }
+    for (int l = 0; l < 4; l++) ghf__plan_fit(f[l]);
+    for (int j = 0; j < n; j++)
+        for (int l = 0; l < 4; l++) P->buf[4 * j + l] = f[l][j];
 }
 
 GHF_HD static inline void ghf_bessel_plan_build(ghf_bessel_plan *pl, double v, double zmin, double zmax)
@@ -246,12 +245,12 @@ GHF_HD static inline void ghf_bessel_plan_build(ghf_bessel_plan *pl, double v, d
 
 /* four degree-15 polynomials at once by Estrin's scheme (lane-parallel so
  * that the compiler can use SIMD) */
-GHF_HD static inline void ghf__plan_estrin4(const double (*c)[4], double x, double *r)
+GHF_HD static inline void ghf__plan_estrin4(const double *c, double x, double *r)
 {
     double x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
     double b[8][4];
     for (int m = 0; m < 8; m++)
-        for (int l = 0; l < 4; l++) b[m][l] = c[2 * m][l] + c[2 * m + 1][l] * x;
+        for (int l = 0; l < 4; l++) b[m][l] = c[8 * m + l] + c[8 * m + 4 + l] * x;
     for (int m = 0; m < 4; m++)
         for (int l = 0; l < 4; l++) b[m][l] = b[2 * m][l] + b[2 * m + 1][l] * x2;
     for (int m = 0; m < 2; m++)
@@ -267,7 +266,7 @@ GHF_HD static inline ghf_bessel_eval ghf_bessel_plan_eval(const ghf_bessel_plan 
             const ghf_bessel_plan_piece *P = &pl->piece[i];
             double x = (z - P->c) * P->ihw;
             double p[4];
-            ghf__plan_estrin4(P->coef, x, p);
+            ghf__plan_estrin4(P->buf, x, p);
             ghf_bessel_eval r;
             r.logk = P->la_hi + (P->la_lo + (z - P->za) * p[0]);
             r.log_ratio_up = p[1];

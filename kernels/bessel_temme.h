@@ -229,7 +229,9 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
             double C = cn * B + A;
             double dC = xi2 * B + cn * dB + dA;
             A = B; dA = dB; B = C; dB = dC;
-            if (B > 1e100) { A *= 1e-100; B *= 1e-100; dA *= 1e-100; dB *= 1e-100; cnt++; }
+            for (int r = 0; r < 4 && B > 1e100; r++) {
+                A *= 1e-100; B *= 1e-100; dA *= 1e-100; dB *= 1e-100; cnt++;
+            }
         }
         double rdn = A / B;
         double kv = b.k * B; /* K_v when in range: its log has an absolute error
