@@ -1,19 +1,1178 @@
-/* cmd_run.c - `ghfit run JOB` (job files and sweeps) and `ghfit summary`. */
+/* cmd_run.c - `ghfit run JOB` (job files and sweeps) and `ghfit summary`.
+ *
+ * Two levels of parallelism.  The world is split into G groups of ranks
+ * (MPI_Comm_split); a group's size follows the data: about rows_per_rank
+ * rows per rank, so a 1,000-row window is fitted by one rank and a
+ * 10^8-row data set by all of them (G = 1).  Each group takes a fixed,
+ * deterministic share of the fits (per chain of rolling windows a contiguous
+ * block, so warm starts follow consecutive windows; round robin when there
+ * are fewer windows than groups) and runs them one after another on its
+ * shards, reading each distinct row range once.
+ *
+ * World rank 0 (a member of group 0) collects: the other groups' leaders
+ * send every finished fit as a serialised record (sweep.h), their EM state
+ * for checkpoints, and a final "done" message; rank 0 polls for them at every
+ * EM iteration of its own fits and waits for the rest at the end.  It then
+ * writes ONE result file (atomically) or, after a stop signal, one
+ * checkpoint holding the finished records and every group's unfinished
+ * fit. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "checkpoint.h"
 #include "commands.h"
+#include "em.h"
+#include "fit.h"
+#include "ghf_version.h"
+#include "h5io.h"
+#include "job.h"
+#include "sweep.h"
 #include "util.h"
+
+enum { TAG_REC = 101, TAG_STATE = 102, TAG_DONE = 103 };
+/* a group's outcome; errors carry the exit status: GROUP_ERROR + status */
+enum { GROUP_OK = 0, GROUP_STOPPED = 1, GROUP_ERROR = 10 };
+#define CKPT_MIN_INTERVAL 1.0 /* seconds between periodic checkpoint writes of a sweep */
+
+/* ---------------------------------------------------------------------------
+ * Command line
+ * ------------------------------------------------------------------------- */
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpirun -np P ghfit run JOB.yaml [overrides]\n"
+            "  Runs the fits of a job file (reference: docs/job-files.md): every combination of\n"
+            "  family x p x tol x seed x rolling window, in groups of ranks sized to the data.\n"
+            "overrides (they replace the job file's keys):\n"
+            "  --data FILE  --dataset NAME  --out FILE  --tol T (one value)  --max-iter K  --starts K\n"
+            "  --backend auto|cpu|cuda  --accel squarem|none  --rows-per-rank R\n"
+            "  --warm-start | --no-warm-start  --quiet  --log-iterations\n"
+            "  --checkpoint FILE  --checkpoint-every K  --resume\n"
+            "  --slice K/N          fit only the fits i with i %% N == K (job arrays: one result file per slice)\n"
+            "exit status: 0 done, 1 run-time failure, 2 bad job file or usage,\n"
+            "75 stopped on SIGUSR1/SIGTERM (checkpoint written when requested: rerun with --resume)\n");
+}
+
+static int read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (!b) break;
+        if (n + 4096 > cap) {
+            cap *= 2;
+            char *nb = realloc(b, cap);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+        }
+        const size_t k = fread(b + n, 1, 4096, f);
+        n += k;
+        if (k < 4096) break;
+    }
+    const int bad = ferror(f) || !b || n > (1u << 24);
+    fclose(f);
+    if (bad) {
+        free(b);
+        return -1;
+    }
+    b[n] = '\0';
+    *text = b;
+    *len = n;
+    return 0;
+}
+
+static int set_str(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = strdup(v);
+    return *dst ? 0 : -1;
+}
+
+/* Parse the command line, read and parse the job file, apply the overrides.
+ * Returns 0, -1 for --help, or an exit status (message printed). */
+static int load_job(MPI_Comm comm, int argc, char **argv, ghf_job *j)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    enum { O_DATA = 256, O_DATASET, O_OUT, O_TOL, O_MAXIT, O_STARTS, O_BACKEND, O_ACCEL, O_RPR, O_WARM, O_NOWARM,
+           O_QUIET, O_LOGIT, O_CKPT, O_CKPT_EVERY, O_RESUME, O_SLICE, O_HELP };
+    static const struct option opts[] = {
+        {"data", required_argument, 0, O_DATA},         {"dataset", required_argument, 0, O_DATASET},
+        {"out", required_argument, 0, O_OUT},           {"tol", required_argument, 0, O_TOL},
+        {"max-iter", required_argument, 0, O_MAXIT},    {"starts", required_argument, 0, O_STARTS},
+        {"backend", required_argument, 0, O_BACKEND},   {"accel", required_argument, 0, O_ACCEL},
+        {"rows-per-rank", required_argument, 0, O_RPR}, {"warm-start", no_argument, 0, O_WARM},
+        {"no-warm-start", no_argument, 0, O_NOWARM},    {"quiet", no_argument, 0, O_QUIET},
+        {"log-iterations", no_argument, 0, O_LOGIT},    {"checkpoint", required_argument, 0, O_CKPT},
+        {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"resume", no_argument, 0, O_RESUME},           {"slice", required_argument, 0, O_SLICE},
+        {"help", no_argument, 0, O_HELP},               {0, 0, 0, 0}};
+    /* first pass: find the job file and --help */
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == O_HELP) return -1;
+        if (c == '?' || c == ':') {
+            ghf_error0("run: unknown or incomplete option '%s' (see ghfit run --help)", argv[optind - 1]);
+            return GHF_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        ghf_error0("run: the job file is missing (usage: ghfit run JOB.yaml [overrides])");
+        return GHF_EXIT_USAGE;
+    }
+    if (optind + 1 < argc) {
+        ghf_error0("run: unexpected argument '%s' (one job file per run)", argv[optind + 1]);
+        return GHF_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    /* rank 0 reads the job file and broadcasts its text; every rank parses it */
+    char *text = NULL;
+    size_t len = 0;
+    int st = 0;
+    char err[1024] = "";
+    if (rank == 0 && read_file(path, &text, &len) != 0) {
+        st = GHF_EXIT_USAGE;
+        snprintf(err, sizeof err, "%s: cannot read the job file", path);
+    }
+    ghf_bcast_status(comm, &st, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        free(text);
+        return st;
+    }
+    int64_t n = (int64_t)len;
+    MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm);
+    if (rank != 0) text = calloc((size_t)n + 1, 1);
+    MPI_Bcast(text, (int)n, MPI_CHAR, 0, comm);
+    st = ghf_job_parse(text, (size_t)n, path, j, err, sizeof err);
+    free(text);
+    if (st) {
+        ghf_error0("%s", err);
+        return st;
+    }
+    /* second pass: the overrides, in order */
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        double dv;
+        int iv;
+        int64_t lv;
+        switch (c) {
+        case O_DATA: set_str(&j->data_file, optarg); break;
+        case O_DATASET: set_str(&j->dataset, optarg); break;
+        case O_OUT: set_str(&j->out, optarg); break;
+        case O_CKPT: set_str(&j->checkpoint, optarg); break;
+        case O_TOL:
+            if (ghf_parse_double(optarg, &dv) || dv < 0) {
+                ghf_error0("--tol: '%s' is not a non-negative number", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            j->n_tol = 1;
+            j->tol[0] = dv;
+            break;
+        case O_MAXIT:
+            if (ghf_parse_int(optarg, &iv) || iv < 0) {
+                ghf_error0("--max-iter: '%s' is not a non-negative integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            j->max_iter = iv;
+            break;
+        case O_STARTS:
+            if (ghf_parse_int(optarg, &iv) || iv < 1 || iv > 16) {
+                ghf_error0("--starts: '%s' is not an integer in 1..16", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            j->starts = iv;
+            break;
+        case O_BACKEND:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                ghf_error0("--backend: unknown backend '%s' (expected auto, cpu or cuda)", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            set_str(&j->backend, optarg);
+            break;
+        case O_ACCEL:
+            if (!strcmp(optarg, "squarem")) j->accel = 1;
+            else if (!strcmp(optarg, "none")) j->accel = 0;
+            else {
+                ghf_error0("--accel: '%s' is not squarem or none", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_RPR:
+            if (ghf_parse_int64(optarg, &lv) || lv < 1) {
+                ghf_error0("--rows-per-rank: '%s' is not a positive integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            j->rows_per_rank = lv;
+            break;
+        case O_WARM: j->warm_start = 1; break;
+        case O_NOWARM: j->warm_start = 0; break;
+        case O_QUIET: j->quiet = 1; break;
+        case O_LOGIT: j->log_iterations = 1; break;
+        case O_RESUME: j->resume = 1; break;
+        case O_CKPT_EVERY:
+            if (ghf_parse_int(optarg, &iv) || iv < 1) {
+                ghf_error0("--checkpoint-every: '%s' is not a positive integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            j->checkpoint_every = iv;
+            break;
+        case O_SLICE:
+            if (ghf_parse_slice(optarg, &j->slice_k, &j->slice_n)) {
+                ghf_error0("--slice: '%s' is not K/N with 0 <= K < N", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        default: break;
+        }
+    }
+    if (!j->backend) set_str(&j->backend, "auto");
+    if (!j->dataset) set_str(&j->dataset, "/X");
+    st = ghf_job_validate(j, err, sizeof err);
+    if (st) ghf_error0("%s", err);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------
+ * Work distribution
+ * ------------------------------------------------------------------------- */
+
+/* group_of[i] for every spec: per chain a contiguous block of its windows when
+ * every chain has at least G fits, else round robin over the list. */
+static void assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of)
+{
+    int min_chain = n;
+    for (int i = 0; i < n;) {
+        int k = i;
+        while (k < n && s[k].chain == s[i].chain) k++;
+        if (k - i < min_chain) min_chain = k - i;
+        i = k;
+    }
+    if (min_chain >= G) {
+        for (int i = 0; i < n;) {
+            int k = i;
+            while (k < n && s[k].chain == s[i].chain) k++;
+            const int m = k - i;
+            for (int q = 0; q < m; q++) group_of[i + q] = (int)((int64_t)q * G / m);
+            i = k;
+        }
+    } else {
+        for (int i = 0; i < n; i++) group_of[i] = i % G;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Rank 0: the collector
+ * ------------------------------------------------------------------------- */
+
+typedef struct collector {
+    MPI_Comm comm;         /* world duplicate for the point-to-point messages */
+    const ghf_job *job;
+    const ghf_fit_spec *specs;
+    int n_specs;
+    unsigned char **rec;   /* [n_specs] packed records (NULL: not finished) */
+    size_t *rec_len;
+    int n_rec;
+    int G;
+    ghf_ckpt_run *running; /* [G] the unfinished fit of each group (d == 0: none) */
+    int *group_status;     /* [G], -1 while running */
+    char **group_msg;
+    int n_groups_done;
+    ghf_ckpt file;         /* identity (for checkpoints) */
+    double last_write;
+    int n_printed;
+    int ckpt_failed;
+} collector;
+
+static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if (s[mid].index == index) return mid;
+        if (s[mid].index < index) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static void coll_write_ckpt(collector *c, int force)
+{
+    const ghf_job *j = c->job;
+    if (!j->checkpoint) return;
+    const double now = MPI_Wtime();
+    if (!force && now - c->last_write < CKPT_MIN_INTERVAL) return;
+    c->last_write = now;
+    ghf_ckpt *f = &c->file;
+    /* finished records in fit order */
+    int64_t nb = 0;
+    f->n_done = 0;
+    for (int i = 0; i < c->n_specs; i++)
+        if (c->rec[i]) nb += (int64_t)c->rec_len[i];
+    f->done_index = malloc((size_t)(c->n_rec + 1) * sizeof(int64_t));
+    f->done_off = malloc((size_t)(c->n_rec + 1) * sizeof(int64_t));
+    f->done_blob = malloc((size_t)(nb > 0 ? nb : 1));
+    char err[1024] = "out of memory";
+    int ok = f->done_index && f->done_off && f->done_blob;
+    if (ok) {
+        int64_t off = 0;
+        f->done_off[0] = 0;
+        for (int i = 0; i < c->n_specs; i++) {
+            if (!c->rec[i]) continue;
+            memcpy(f->done_blob + off, c->rec[i], c->rec_len[i]);
+            off += (int64_t)c->rec_len[i];
+            f->done_index[f->n_done] = c->specs[i].index;
+            f->done_off[++f->n_done] = off;
+        }
+        /* the running fits */
+        f->n_run = 0;
+        f->run = calloc((size_t)c->G + 1, sizeof *f->run);
+        ok = f->run != NULL;
+        for (int g = 0; ok && g < c->G; g++)
+            if (c->running[g].d > 0) f->run[f->n_run++] = c->running[g]; /* shallow */
+        if (ok) ok = ghf_ckpt_write(j->checkpoint, f, err, sizeof err) == 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "ghfit: warning: %s\n", err);
+        c->ckpt_failed = 1;
+    } else if (force) {
+        c->ckpt_failed = 0;
+    }
+    free(f->done_index);
+    free(f->done_off);
+    free(f->done_blob);
+    free(f->run);
+    f->done_index = f->done_off = NULL;
+    f->done_blob = NULL;
+    f->run = NULL;
+    f->n_run = f->n_done = 0;
+}
+
+static void coll_print_fit(collector *c, int pos)
+{
+    ghf_unpack u = {c->rec[pos], c->rec_len[pos], 0, 0};
+    ghf_rec r;
+    if (ghf_rec_unpack(&u, &r) != 0) return;
+    c->n_printed++;
+    printf("[%*d/%d] %-34s n %-8lld loglik % .12e  %5d it  %-10.10s %8.3f s\n", c->n_specs >= 10000 ? 6 : 4,
+           c->n_printed, c->n_specs, r.r.name, (long long)r.r.n_obs, r.r.loglik, r.r.n_iter, r.r.status, r.r.elapsed_s);
+    fflush(stdout);
+    ghf_rec_free(&r);
+}
+
+/* a finished fit arrived (bytes are taken over) */
+static void coll_add_record(collector *c, int group, unsigned char *bytes, size_t n)
+{
+    ghf_unpack u = {bytes, n, 0, 0};
+    const int64_t magic = ghf_unpack_i64(&u);
+    const int64_t index = ghf_unpack_i64(&u);
+    (void)magic;
+    const int pos = spec_pos(c->specs, c->n_specs, index);
+    if (pos < 0 || c->rec[pos]) {
+        free(bytes);
+        return;
+    }
+    c->rec[pos] = bytes;
+    c->rec_len[pos] = n;
+    c->n_rec++;
+    if (group >= 0 && group < c->G && c->running[group].index == index) ghf_ckpt_run_clear(&c->running[group]);
+    if (!c->job->quiet) coll_print_fit(c, pos);
+    coll_write_ckpt(c, 0);
+}
+
+static void coll_set_state(collector *c, int group, const ghf_ckpt_run *r, int stopping)
+{
+    if (group < 0 || group >= c->G) return;
+    ghf_ckpt_run *dst = &c->running[group];
+    ghf_ckpt_run_clear(dst);
+    *dst = *r; /* takes over the arrays */
+    if (!stopping) coll_write_ckpt(c, 0);
+}
+
+static void coll_handle(collector *c, MPI_Status *ms)
+{
+    int n = 0;
+    MPI_Get_count(ms, MPI_BYTE, &n);
+    unsigned char *b = malloc((size_t)(n > 0 ? n : 1));
+    MPI_Recv(b, n, MPI_BYTE, ms->MPI_SOURCE, ms->MPI_TAG, c->comm, MPI_STATUS_IGNORE);
+    ghf_unpack u = {b, (size_t)n, 0, 0};
+    const int group = (int)ghf_unpack_i64(&u);
+    if (ms->MPI_TAG == TAG_REC) {
+        const size_t off = u.off;
+        unsigned char *rb = malloc((size_t)n - off + 1);
+        if (rb) {
+            memcpy(rb, b + off, (size_t)n - off);
+            coll_add_record(c, group, rb, (size_t)n - off);
+        }
+    } else if (ms->MPI_TAG == TAG_STATE) {
+        ghf_ckpt_run r;
+        memset(&r, 0, sizeof r);
+        const int stopping = (int)ghf_unpack_i64(&u);
+        r.index = ghf_unpack_i64(&u);
+        char *nm = ghf_unpack_str(&u);
+        snprintf(r.name, sizeof r.name, "%s", nm ? nm : "");
+        free(nm);
+        r.d = (int)ghf_unpack_i64(&u);
+        r.iter = (int)ghf_unpack_i64(&u);
+        int64_t k;
+        r.cur = ghf_unpack_f64s(&u, &k);
+        r.prev = ghf_unpack_f64s(&u, &k);
+        r.trace = ghf_unpack_f64s(&u, &k);
+        if (!u.bad && r.cur && r.prev && r.trace) coll_set_state(c, group, &r, stopping);
+        else ghf_ckpt_run_clear(&r);
+    } else if (ms->MPI_TAG == TAG_DONE) {
+        const int status = (int)ghf_unpack_i64(&u);
+        char *msg = ghf_unpack_str(&u);
+        if (group >= 0 && group < c->G && c->group_status[group] < 0) {
+            c->group_status[group] = status;
+            c->group_msg[group] = msg;
+            c->n_groups_done++;
+            msg = NULL;
+        }
+        free(msg);
+    }
+    free(b);
+}
+
+static void coll_poll(collector *c)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status ms;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, &ms);
+        if (!flag) return;
+        coll_handle(c, &ms);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * A group's work
+ * ------------------------------------------------------------------------- */
+
+typedef struct group_ctx {
+    MPI_Comm gcomm, pcomm; /* the group; the world duplicate for messages */
+    int wrank, grank, gsize, group;
+    const ghf_job *job;
+    collector *coll;       /* world rank 0 only */
+    /* the fit being run (for the on_state hook) */
+    const ghf_fit_spec *cur;
+    int base_iter;
+    int iter_sleep_ms;
+    int last_iter;
+} group_ctx;
+
+/* Deliver bytes [group | payload] to the collector (rank 0 keeps them). */
+static void send_to_rank0(group_ctx *g, int tag, ghf_pack *b)
+{
+    MPI_Send(b->p, (int)b->n, MPI_BYTE, 0, tag, g->pcomm);
+}
+
+static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
+{
+    ghf_ckpt_run r;
+    memset(&r, 0, sizeof r);
+    if (ghf_ckpt_run_set(&r, g->cur->index, g->cur->name, st) != 0) {
+        ghf_ckpt_run_clear(&r);
+        return;
+    }
+    if (g->wrank == 0) {
+        coll_set_state(g->coll, g->group, &r, stopping);
+        return;
+    }
+    ghf_pack b = {0};
+    const int np = ghf_ckpt_param_len(r.d);
+    ghf_pack_i64(&b, g->group);
+    ghf_pack_i64(&b, stopping);
+    ghf_pack_i64(&b, r.index);
+    ghf_pack_str(&b, r.name);
+    ghf_pack_i64(&b, r.d);
+    ghf_pack_i64(&b, r.iter);
+    ghf_pack_f64s(&b, r.cur, np);
+    ghf_pack_f64s(&b, r.prev, np);
+    ghf_pack_f64s(&b, r.trace, r.iter);
+    if (!b.oom) send_to_rank0(g, TAG_STATE, &b);
+    ghf_pack_free(&b);
+    ghf_ckpt_run_clear(&r);
+}
+
+static int group_on_state(void *ctx, const ghf_em_state *st, int stopping)
+{
+    group_ctx *g = ctx;
+    g->last_iter = st->iter;
+    if (!stopping && g->iter_sleep_ms > 0) ghf_sleep_ms(g->iter_sleep_ms);
+    if (g->wrank == 0) coll_poll(g->coll);
+    if (g->grank != 0 || !g->job->checkpoint) return 0;
+    if (g->base_iter < 0) g->base_iter = st->iter;
+    if (!stopping && st->iter - g->base_iter < g->job->checkpoint_every) return 0;
+    g->base_iter = st->iter;
+    deliver_state(g, st, stopping);
+    return 0;
+}
+
+static void deliver_record(group_ctx *g, int64_t index, const ghf_fit_record *rec)
+{
+    ghf_pack b = {0};
+    if (g->wrank != 0) ghf_pack_i64(&b, g->group);
+    ghf_rec_pack(&b, index, rec);
+    if (b.oom) {
+        ghf_pack_free(&b);
+        return;
+    }
+    if (g->wrank == 0) {
+        coll_add_record(g->coll, g->group, b.p, b.n); /* takes the bytes */
+        return;
+    }
+    send_to_rank0(g, TAG_REC, &b);
+    ghf_pack_free(&b);
+}
+
+static void deliver_done(group_ctx *g, int status, const char *msg)
+{
+    if (g->wrank == 0) {
+        collector *c = g->coll;
+        c->group_status[g->group] = status;
+        c->group_msg[g->group] = strdup(msg ? msg : "");
+        c->n_groups_done++;
+        return;
+    }
+    ghf_pack b = {0};
+    ghf_pack_i64(&b, g->group);
+    ghf_pack_i64(&b, status);
+    ghf_pack_str(&b, msg ? msg : "");
+    send_to_rank0(g, TAG_DONE, &b);
+    ghf_pack_free(&b);
+}
+
+/* The rows a group has loaded: one prepared window (+ its backend), and for
+ * one-rank groups a span of rows read once that covers all its windows. */
+typedef struct data_cache {
+    int have;
+    int64_t start, len;
+    ghf_shard shard;
+    ghf_data data;
+    ghf_backend *be;
+    int have_span;
+    ghf_shard span;
+    int64_t span_start, span_len;
+    double t_load;
+} data_cache;
+
+static void cache_drop_window(data_cache *dc)
+{
+    if (!dc->have) return;
+    if (dc->be) dc->be->destroy(dc->be);
+    dc->be = NULL;
+    ghf_data_free(&dc->data);
+    ghf_shard_free(&dc->shard);
+    dc->have = 0;
+}
+
+static void cache_free(data_cache *dc)
+{
+    cache_drop_window(dc);
+    if (dc->have_span) ghf_shard_free(&dc->span);
+    dc->have_span = 0;
+}
+
+/* Load rows [start, start+len) on the group.  Collective over gcomm.
+ * Returns 0 or a status with a message. */
+static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const char *what, char *err, size_t errlen)
+{
+    const ghf_job *j = g->job;
+    const int64_t len = s->row_len;
+    if (dc->have && dc->start == s->row_start && dc->len == len) {
+        dc->t_load = 0.0;
+        return 0;
+    }
+    const double t0 = MPI_Wtime();
+    cache_drop_window(dc);
+    int st;
+    if (dc->have_span && s->row_start >= dc->span_start && s->row_start + len <= dc->span_start + dc->span_len) {
+        ghf_shard *sh = &dc->shard;
+        memset(sh, 0, sizeof *sh);
+        const int d = dc->span.d;
+        sh->x = malloc((size_t)len * (size_t)d * sizeof(double));
+        if (!sh->x) {
+            snprintf(err, errlen, "out of memory (%lld x %d window)", (long long)len, d);
+            return 1;
+        }
+        memcpy(sh->x, dc->span.x + (size_t)(s->row_start - dc->span_start) * (size_t)d,
+               (size_t)len * (size_t)d * sizeof(double));
+        sh->n_global = len;
+        sh->d = d;
+        sh->row0 = 0;
+        sh->nrows = len;
+        sh->file_dtype_bits = dc->span.file_dtype_bits;
+    } else {
+        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite};
+        st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
+        if (st) return st;
+    }
+    st = ghf_data_prepare(g->gcomm, &dc->shard, what, &dc->data, err, errlen);
+    if (st) {
+        ghf_shard_free(&dc->shard);
+        return st;
+    }
+    dc->be = ghf_backend_create(g->gcomm, j->backend, dc->data.x, dc->data.nrows, dc->data.d, &st, err, errlen);
+    if (!dc->be) {
+        ghf_data_free(&dc->data);
+        ghf_shard_free(&dc->shard);
+        return st ? st : 1;
+    }
+    dc->have = 1;
+    dc->start = s->row_start;
+    dc->len = len;
+    dc->t_load = MPI_Wtime() - t0;
+    return 0;
+}
+
+/* Warm start: the previous fit's parameters in data coordinates. */
+typedef struct warm {
+    int valid;
+    int chain;
+    ghf_params t; /* mu in data coordinates */
+} warm;
+
+static void warm_set(warm *w, int chain, const double *mu_data, const ghf_params *t, int usable)
+{
+    w->valid = 0;
+    if (!usable) return;
+    const int d = t->d;
+    if (w->t.d != d) {
+        ghf_params_free(&w->t);
+        if (ghf_params_alloc(&w->t, d)) return;
+    }
+    ghf_params_copy(&w->t, t);
+    memcpy(w->t.mu, mu_data, (size_t)d * sizeof(double));
+    w->chain = chain;
+    w->valid = ghf_params_finite(&w->t);
+}
+
+/* Runs the group's fits.  Returns GROUP_OK / GROUP_STOPPED / GROUP_ERROR (msg). */
+static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, int n_mine, const ghf_ckpt *resume,
+                     char *msg, size_t msglen)
+{
+    const ghf_job *j = g->job;
+    data_cache dc;
+    memset(&dc, 0, sizeof dc);
+    warm w;
+    memset(&w, 0, sizeof w);
+    int status = GROUP_OK;
+    /* one-rank groups read every row they need once */
+    if (g->gsize == 1 && !j->drop_nonfinite && n_mine > 0) {
+        int64_t lo = INT64_MAX, hi = 0;
+        int need = 0;
+        for (int q = 0; q < n_mine; q++) {
+            const ghf_fit_spec *s = &specs[mine[q]];
+            int done = 0;
+            if (resume)
+                for (int k = 0; k < resume->n_done && !done; k++) done = resume->done_index[k] == s->index;
+            if (done) continue;
+            need = 1;
+            if (s->row_start < lo) lo = s->row_start;
+            if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
+        }
+        int64_t n0;
+        int d0;
+        char e2[512];
+        if (need && ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) == 0 &&
+            (double)(hi - lo) * d0 * 8.0 < 2.0e9) {
+            ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0};
+            if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc.span, msg, msglen) == 0) {
+                dc.have_span = 1;
+                dc.span_start = lo;
+                dc.span_len = hi - lo;
+            }
+        }
+    }
+    for (int q = 0; q < n_mine; q++) {
+        const ghf_fit_spec *s = &specs[mine[q]];
+        /* finished before a restart: skip, but keep its parameters for a warm start */
+        const ghf_ckpt_run *rs = NULL;
+        int done_k = -1;
+        if (resume) {
+            for (int k = 0; k < resume->n_done && done_k < 0; k++)
+                if (resume->done_index[k] == s->index) done_k = k;
+            for (int k = 0; k < resume->n_run && !rs; k++)
+                if (resume->run[k].index == s->index) rs = &resume->run[k];
+        }
+        if (done_k >= 0) {
+            ghf_unpack u = {resume->done_blob + resume->done_off[done_k],
+                            (size_t)(resume->done_off[done_k + 1] - resume->done_off[done_k]), 0, 0};
+            ghf_rec r;
+            if (ghf_rec_unpack(&u, &r) == 0) {
+                ghf_params t = {r.r.d, (double *)r.r.mu, (double *)r.r.gamma, (double *)r.r.sigma, r.r.p, r.r.a, r.r.b};
+                warm_set(&w, s->chain, r.r.mu, &t, strncmp(r.r.status, "failed", 6) != 0);
+                ghf_rec_free(&r);
+            } else {
+                w.valid = 0;
+            }
+            continue;
+        }
+        if (ghf_any(g->gcomm, ghf_stop_requested != 0)) {
+            status = GROUP_STOPPED;
+            break;
+        }
+        const double t0 = MPI_Wtime();
+        char what[1024];
+        snprintf(what, sizeof what, "%s:%s rows %lld..%lld (fit %s)", j->data_file, j->dataset,
+                 (long long)s->row_start, (long long)(s->row_start + s->row_len - 1), s->name);
+        int st = cache_load(g, &dc, s, what, msg, msglen);
+        if (st) {
+            status = GROUP_ERROR + st;
+            break;
+        }
+        const ghf_data *data = &dc.data;
+        ghf_em_opts eo;
+        ghf_em_opts_defaults(&eo);
+        eo.family = s->family;
+        eo.max_iter = j->max_iter;
+        eo.tol = s->tol;
+        eo.seed = (uint64_t)s->seed;
+        eo.n_starts = j->starts;
+        eo.accel = j->accel;
+        eo.quiet = !j->log_iterations;
+        char label[80];
+        snprintf(label, sizeof label, "%s: ", s->name);
+        eo.label = label;
+        eo.data_mean = data->zero;
+        eo.data_cov = data->cov;
+        eo.stop_flag = &ghf_stop_requested;
+        if (s->fix_p) {
+            eo.fix_p = 1;
+            eo.p_fixed = s->p;
+        }
+        eo.on_state = group_on_state;
+        eo.on_state_ctx = g;
+        g->cur = s;
+        g->base_iter = -1;
+        ghf_params init;
+        int have_init = 0;
+        ghf_em_state rstate;
+        int have_rstate = 0;
+        if (rs && rs->d == data->d) {
+            if (ghf_ckpt_run_to_state(rs, j->max_iter, &rstate) == 0) {
+                have_rstate = 1;
+                eo.resume = &rstate;
+            }
+        } else if (j->warm_start && w.valid && w.chain == s->chain && w.t.d == data->d &&
+                   ghf_params_alloc(&init, data->d) == 0) {
+            ghf_params_copy(&init, &w.t);
+            for (int k = 0; k < data->d; k++) init.mu[k] = w.t.mu[k] - data->shift[k];
+            if (s->family == GHF_FAMILY_NIG) init.p = -0.5;
+            if (s->fix_p) init.p = s->p;
+            have_init = 1;
+            eo.init = &init;
+        }
+        ghf_fit_out out;
+        memset(&out, 0, sizeof out);
+        snprintf(out.name, sizeof out.name, "%s", s->name);
+        out.family = s->family;
+        out.n_dropped = dc.shard.n_dropped;
+        st = ghf_em_fit(g->gcomm, dc.be, data->d, &eo, &out.em, msg, msglen);
+        if (have_init) ghf_params_free(&init);
+        if (have_rstate) ghf_em_state_free(&rstate);
+        if (st) {
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "fit %s: %s", s->name, msg);
+            snprintf(msg, msglen, "%s", tmp);
+            ghf_fit_out_free(&out);
+            status = GROUP_ERROR + (st == 2 ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME);
+            break;
+        }
+        if (out.em.outcome == GHF_EM_INTERRUPTED) {
+            ghf_fit_out_free(&out);
+            status = GROUP_STOPPED;
+            break;
+        }
+        out.phases[GHF_PH_READ] = dc.t_load;
+        out.phases[GHF_PH_INIT] = out.em.t_init;
+        out.phases[GHF_PH_ESTEP] = out.em.t_estep;
+        out.phases[GHF_PH_ALLREDUCE] = out.em.t_allreduce;
+        out.phases[GHF_PH_MSTEP] = out.em.t_mstep;
+        out.phases[GHF_PH_WRITE] = 0.0;
+        out.phases[GHF_PH_TOTAL] = MPI_Wtime() - t0;
+        if (ghf_fit_out_finish(&out, data) != 0) {
+            snprintf(msg, msglen, "out of memory");
+            ghf_fit_out_free(&out);
+            status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+            break;
+        }
+        ghf_fit_out_gather(g->gcomm, &out);
+        warm_set(&w, s->chain, out.mu, &out.em.params, out.em.outcome != GHF_EM_FAILED);
+        if (g->grank == 0) {
+            ghf_fit_record rec;
+            ghf_fit_out_record(&out, dc.be->name, &rec);
+            deliver_record(g, s->index, &rec);
+        }
+        ghf_fit_out_free(&out);
+        if (g->wrank == 0) coll_poll(g->coll);
+    }
+    ghf_params_free(&w.t);
+    cache_free(&dc);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------
+ * ghfit run
+ * ------------------------------------------------------------------------- */
+
+static void write_result(collector *c, const char *backend, int world_size, int *st, char *err, size_t errlen)
+{
+    const ghf_job *j = c->job;
+    char *cfg = ghf_job_config_text(j);
+    ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg};
+    ghf_h5_writer *w = ghf_h5_out_open(j->out, &meta, err, errlen);
+    free(cfg);
+    if (!w) {
+        *st = GHF_EXIT_RUNTIME;
+        return;
+    }
+    for (int i = 0; i < c->n_specs; i++) {
+        ghf_unpack u = {c->rec[i], c->rec_len[i], 0, 0};
+        ghf_rec r;
+        if (ghf_rec_unpack(&u, &r) != 0) {
+            snprintf(err, errlen, "internal: the record of fit %s is damaged", c->specs[i].name);
+            ghf_h5_out_abort(w);
+            *st = GHF_EXIT_RUNTIME;
+            return;
+        }
+        const int rc = ghf_h5_out_add_fit(w, &r.r, err, errlen);
+        ghf_rec_free(&r);
+        if (rc) {
+            ghf_h5_out_abort(w);
+            *st = GHF_EXIT_RUNTIME;
+            return;
+        }
+    }
+    if (ghf_h5_out_commit(w, err, errlen) != 0) *st = GHF_EXIT_RUNTIME;
+}
+
+static void print_table(collector *c)
+{
+    ghf_summary_row *rows = calloc((size_t)c->n_specs + 1, sizeof *rows);
+    if (!rows) return;
+    int n = 0;
+    for (int i = 0; i < c->n_specs; i++) {
+        ghf_unpack u = {c->rec[i], c->rec_len[i], 0, 0};
+        ghf_rec r;
+        if (ghf_rec_unpack(&u, &r) != 0) continue;
+        ghf_fit_summary *s = &rows[n++].s;
+        snprintf(s->name, sizeof s->name, "%s", r.r.name);
+        snprintf(s->family, sizeof s->family, "%s", r.r.family);
+        s->n = r.r.n_obs;
+        s->d = r.r.d;
+        s->loglik = r.r.loglik;
+        s->aic = r.r.aic;
+        s->bic = r.r.bic;
+        s->n_iter = r.r.n_iter;
+        s->converged = r.r.converged;
+        s->seconds = r.r.elapsed_s;
+        ghf_rec_free(&r);
+    }
+    ghf_summary_print(stdout, rows, n, GHF_SORT_NONE);
+    free(rows);
+}
 
 int ghf_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    ghf_error0("run: job files are not implemented yet");
-    return GHF_EXIT_USAGE;
+    MPI_Comm world = MPI_COMM_WORLD;
+    int rank, size;
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+    ghf_job job;
+    ghf_job_defaults(&job);
+    int st = load_job(world, argc, argv, &job);
+    if (st < 0) {
+        if (rank == 0) run_usage(stdout);
+        ghf_job_free(&job);
+        return GHF_EXIT_OK;
+    }
+    if (st) {
+        ghf_job_free(&job);
+        return st;
+    }
+    ghf_install_stop_handlers();
+    const double t0 = MPI_Wtime();
+    char err[1024] = "";
+    /* the output directory and the data's shape (rank 0, broadcast) */
+    int64_t n_rows = 0;
+    int d = 0;
+    if (rank == 0) {
+        st = ghf_h5_out_check(job.out, err, sizeof err);
+        if (!st) st = ghf_h5_probe(job.data_file, job.dataset, &n_rows, &d, err, sizeof err);
+    }
+    ghf_bcast_status(world, &st, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        ghf_job_free(&job);
+        return st;
+    }
+    MPI_Bcast(&n_rows, 1, MPI_INT64_T, 0, world);
+    MPI_Bcast(&d, 1, MPI_INT, 0, world);
+    ghf_fit_spec *specs = NULL;
+    int n_specs = 0, n_total = 0;
+    st = ghf_job_expand(&job, n_rows, &specs, &n_specs, &n_total, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        ghf_job_free(&job);
+        return st;
+    }
+    /* group size from the data size */
+    int64_t max_len = 0;
+    for (int i = 0; i < n_specs; i++)
+        if (specs[i].row_len > max_len) max_len = specs[i].row_len;
+    int64_t rpg = max_len / job.rows_per_rank;
+    if (rpg < 1) rpg = 1;
+    if (rpg > size) rpg = size;
+    int G = (int)(size / rpg);
+    if (G > n_specs) G = n_specs;
+    if (G < 1) G = 1;
+    const int group = (int)((int64_t)rank * G / size);
+    group_ctx g;
+    memset(&g, 0, sizeof g);
+    MPI_Comm_split(world, group, rank, &g.gcomm);
+    MPI_Comm_dup(world, &g.pcomm);
+    g.wrank = rank;
+    g.group = group;
+    g.job = &job;
+    g.iter_sleep_ms = ghf_ckpt_test_iter_sleep_ms();
+    MPI_Comm_rank(g.gcomm, &g.grank);
+    MPI_Comm_size(g.gcomm, &g.gsize);
+    int *group_of = malloc((size_t)n_specs * sizeof(int));
+    int *mine = malloc((size_t)n_specs * sizeof(int));
+    int n_mine = 0;
+    assign_groups(specs, n_specs, G, group_of);
+    for (int i = 0; i < n_specs; i++)
+        if (group_of[i] == group) mine[n_mine++] = i;
+
+    /* identity, resume */
+    char *cfg = ghf_job_config_text(&job);
+    const ghf_ckpt_id cid = {"run", job.data_file, job.dataset, n_rows, d, ghf_job_hash(&job), n_specs, cfg};
+    ghf_ckpt resume;
+    memset(&resume, 0, sizeof resume);
+    int have_resume = 0;
+    if (job.resume) {
+        st = ghf_ckpt_load(world, job.checkpoint, &cid, &resume, err, sizeof err);
+        if (st) {
+            ghf_error0("%s", err);
+            goto cleanup;
+        }
+        have_resume = 1;
+    }
+    collector coll;
+    memset(&coll, 0, sizeof coll);
+    if (rank == 0) {
+        coll.comm = g.pcomm;
+        coll.job = &job;
+        coll.specs = specs;
+        coll.n_specs = n_specs;
+        coll.G = G;
+        coll.rec = calloc((size_t)n_specs, sizeof *coll.rec);
+        coll.rec_len = calloc((size_t)n_specs, sizeof *coll.rec_len);
+        coll.running = calloc((size_t)G, sizeof *coll.running);
+        coll.group_status = malloc((size_t)G * sizeof(int));
+        coll.group_msg = calloc((size_t)G, sizeof(char *));
+        for (int i = 0; i < G; i++) coll.group_status[i] = -1;
+        coll.last_write = -1e300;
+        ghf_ckpt_set_id(&coll.file, &cid);
+        g.coll = &coll;
+        if (!job.quiet)
+            printf("ghfit %s: run %s: %d fit%s (of %d) of %s:%s (%lld x %d) on %d rank%s: %d group%s of %d%s rank%s\n",
+                   GHFIT_VERSION, job.source, n_specs, n_specs == 1 ? "" : "s", n_total, job.data_file, job.dataset,
+                   (long long)n_rows, d, size, size == 1 ? "" : "s", G, G == 1 ? "" : "s", size / G,
+                   size % G ? "+" : "", size / G == 1 && size % G == 0 ? "" : "s");
+        if (have_resume) {
+            for (int k = 0; k < resume.n_done; k++) {
+                const int pos = spec_pos(specs, n_specs, resume.done_index[k]);
+                if (pos < 0 || coll.rec[pos]) continue;
+                const size_t nb = (size_t)(resume.done_off[k + 1] - resume.done_off[k]);
+                coll.rec[pos] = malloc(nb + 1);
+                memcpy(coll.rec[pos], resume.done_blob + resume.done_off[k], nb);
+                coll.rec_len[pos] = nb;
+                coll.n_rec++;
+            }
+            if (!job.quiet)
+                printf("resuming from %s: %d fit%s finished, %d in progress\n", job.checkpoint, coll.n_rec,
+                       coll.n_rec == 1 ? "" : "s", resume.n_run);
+        }
+        fflush(stdout);
+    }
+
+    char msg[1024] = "";
+    const int gst = run_group(&g, specs, mine, n_mine, have_resume ? &resume : NULL, msg, sizeof msg);
+    if (g.grank == 0) deliver_done(&g, gst, msg);
+
+    /* rank 0: wait for every group, then write the result or the checkpoint */
+    st = 0;
+    if (rank == 0) {
+        while (coll.n_groups_done < G) {
+            MPI_Status ms;
+            MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, coll.comm, &ms);
+            coll_handle(&coll, &ms);
+        }
+        int n_err = 0, n_stop = 0;
+        for (int i = 0; i < G; i++) {
+            if (coll.group_status[i] >= GROUP_ERROR) {
+                if (!n_err) {
+                    snprintf(err, sizeof err, "%s", coll.group_msg[i] ? coll.group_msg[i] : "a group failed");
+                    st = coll.group_status[i] - GROUP_ERROR;
+                }
+                n_err++;
+            }
+            if (coll.group_status[i] == GROUP_STOPPED) n_stop++;
+        }
+        if (n_err) {
+            if (st != GHF_EXIT_USAGE) st = GHF_EXIT_RUNTIME;
+        } else if (coll.n_rec == n_specs) {
+            const char *bk = job.backend;
+            ghf_unpack u = {coll.rec[0], coll.rec_len[0], 0, 0};
+            ghf_rec r0;
+            char bkbuf[16];
+            if (ghf_rec_unpack(&u, &r0) == 0) {
+                snprintf(bkbuf, sizeof bkbuf, "%s", r0.r.backend ? r0.r.backend : job.backend);
+                bk = bkbuf;
+                ghf_rec_free(&r0);
+            }
+            write_result(&coll, bk, size, &st, err, sizeof err);
+            if (!st) {
+                print_table(&coll);
+                if (!job.quiet) printf("wrote %s (%d fits) in %.2f s\n", job.out, n_specs, MPI_Wtime() - t0);
+                if (job.checkpoint) ghf_ckpt_remove(job.checkpoint);
+            }
+        } else if (n_stop) {
+            if (job.checkpoint) {
+                coll.ckpt_failed = 0;
+                coll_write_ckpt(&coll, 1);
+                if (coll.ckpt_failed) {
+                    st = GHF_EXIT_RUNTIME;
+                    snprintf(err, sizeof err, "stopped on a signal, but the checkpoint %s could not be written",
+                             job.checkpoint);
+                } else {
+                    st = GHF_EXIT_CHECKPOINT;
+                    snprintf(err, sizeof err,
+                             "stopped on a signal with %d of %d fits finished; checkpoint written to %s (rerun with --resume)",
+                             coll.n_rec, n_specs, job.checkpoint);
+                }
+            } else {
+                st = GHF_EXIT_CHECKPOINT;
+                snprintf(err, sizeof err,
+                         "stopped on a signal with %d of %d fits finished (no checkpoint file was requested; nothing written)",
+                         coll.n_rec, n_specs);
+            }
+        } else {
+            st = GHF_EXIT_RUNTIME;
+            snprintf(err, sizeof err, "internal: %d of %d fits finished", coll.n_rec, n_specs);
+        }
+        fflush(stdout);
+    }
+    ghf_bcast_status(world, &st, err, sizeof err);
+    if (st) ghf_error0("%s", err);
+
+    if (rank == 0) {
+        for (int i = 0; i < n_specs; i++) free(coll.rec[i]);
+        for (int i = 0; i < G; i++) {
+            ghf_ckpt_run_clear(&coll.running[i]);
+            free(coll.group_msg[i]);
+        }
+        free(coll.rec);
+        free(coll.rec_len);
+        free(coll.running);
+        free(coll.group_status);
+        free(coll.group_msg);
+        ghf_ckpt_free(&coll.file);
+    }
+cleanup:
+    if (have_resume) ghf_ckpt_free(&resume);
+    free(cfg);
+    free(group_of);
+    free(mine);
+    free(specs);
+    MPI_Comm_free(&g.gcomm);
+    MPI_Comm_free(&g.pcomm);
+    ghf_job_free(&job);
+    return st;
 }
+
+/* ---------------------------------------------------------------------------
+ * ghfit summary
+ * ------------------------------------------------------------------------- */
 
 int ghf_cmd_summary(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    ghf_error0("summary: not implemented yet");
-    return GHF_EXIT_USAGE;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    ghf_sort_key key = GHF_SORT_AIC;
+    static const struct option opts[] = {{"sort", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'h') {
+            if (rank == 0)
+                printf("usage: ghfit summary RESULT.h5... [--sort aic|bic|loglik|name]\n"
+                       "  prints the /summary tables of the result files as one table, sorted by the\n"
+                       "  chosen column (default aic; loglik sorts the largest first), with the difference\n"
+                       "  to the best fit (dAIC, dBIC, dloglik)\n");
+            return GHF_EXIT_OK;
+        }
+        if (c == 's') {
+            if (ghf_sort_key_parse(optarg, &key) != 0) {
+                ghf_error0("--sort: '%s' is not aic, bic, loglik or name", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            continue;
+        }
+        ghf_error0("summary: unknown or incomplete option '%s' (see ghfit summary --help)", argv[optind - 1]);
+        return GHF_EXIT_USAGE;
+    }
+    if (optind >= argc) {
+        ghf_error0("summary: no result files given (usage: ghfit summary RESULT.h5... [--sort aic|bic|loglik|name])");
+        return GHF_EXIT_USAGE;
+    }
+    /* serial work on rank 0; the others wait for the status */
+    int st = 0;
+    char err[1024] = "";
+    if (rank == 0) {
+        ghf_summary_row *all = NULL;
+        int n_all = 0;
+        for (int i = optind; i < argc && !st; i++) {
+            ghf_fit_summary *rows = NULL;
+            int n = 0;
+            st = ghf_h5_read_fit_summary(argv[i], &rows, &n, err, sizeof err);
+            if (st) break;
+            ghf_summary_row *na = realloc(all, (size_t)(n_all + n + 1) * sizeof *all);
+            if (!na) {
+                free(rows);
+                st = GHF_EXIT_RUNTIME;
+                snprintf(err, sizeof err, "out of memory");
+                break;
+            }
+            all = na;
+            for (int k = 0; k < n; k++) {
+                all[n_all].s = rows[k];
+                all[n_all].file = argv[i];
+                n_all++;
+            }
+            free(rows);
+        }
+        if (!st) ghf_summary_print(stdout, all, n_all, key);
+        free(all);
+    }
+    ghf_bcast_status(MPI_COMM_WORLD, &st, err, sizeof err);
+    if (st) ghf_error0("%s", err);
+    return st;
 }

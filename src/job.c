@@ -29,6 +29,7 @@ void ghf_job_defaults(ghf_job *j)
     j->win_count = -1;
     j->max_iter = GHF_DEFAULT_MAX_ITER;
     j->starts = GHF_DEFAULT_STARTS;
+    j->accel = 1;
     j->rows_per_rank = GHF_JOB_DEFAULT_ROWS_PER_RANK;
     j->checkpoint_every = GHF_JOB_DEFAULT_CKPT_EVERY;
     j->slice_k = 0;
@@ -300,6 +301,12 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     if (!strcmp(key, "warm_start")) return get_bool(c, key, v, &j->warm_start);
     if (!strcmp(key, "max_iter")) return get_int(c, key, v, 0, 100000000, &j->max_iter);
     if (!strcmp(key, "starts")) return get_int(c, key, v, 1, 16, &j->starts);
+    if (!strcmp(key, "accel")) {
+        if (v->type == YAML_SCALAR_NODE && !strcmp(scalar(v), "squarem")) j->accel = 1;
+        else if (v->type == YAML_SCALAR_NODE && !strcmp(scalar(v), "none")) j->accel = 0;
+        else return perr(c, v, "accel: expected squarem or none");
+        return 0;
+    }
     if (!strcmp(key, "backend")) {
         if (get_str(c, key, v, &j->backend)) return 2;
         if (strcmp(j->backend, "auto") && strcmp(j->backend, "cpu") && strcmp(j->backend, "cuda"))
@@ -352,7 +359,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         rc = 2;
     } else {
         static const char *const top[] = {"name", "data", "out", "family", "p", "tol", "seed", "windows",
-                                          "warm_start", "max_iter", "starts", "backend", "quiet",
+                                          "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "rows_per_rank", "checkpoint", "checkpoint_every",
                                           "slice", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
@@ -489,6 +496,7 @@ char *ghf_job_config_text(const ghf_job *j)
         if (j->win_count > 0) sb_printf(&b, ", count: %lld", (long long)j->win_count);
         sb_printf(&b, "}\n");
     }
+    sb_printf(&b, "accel: %s\n", j->accel ? "squarem" : "none");
     sb_printf(&b, "warm_start: %s\nmax_iter: %d\nstarts: %d\nbackend: %s\nquiet: %s\nlog_iterations: %s\n",
               j->warm_start ? "true" : "false", j->max_iter, j->starts, j->backend ? j->backend : "auto",
               j->quiet ? "true" : "false", j->log_iterations ? "true" : "false");
@@ -535,9 +543,9 @@ uint64_t ghf_job_hash(const ghf_job *j)
         snprintf(buf, sizeof buf, "s%lld|", (long long)j->seed[i]);
         h = ghf_hash_bytes(h, buf, strlen(buf));
     }
-    snprintf(buf, sizeof buf, "w%d:%lld:%lld:%lld:%lld|ws%d|mi%d|st%d|be%s|sl%d/%d", j->has_windows,
+    snprintf(buf, sizeof buf, "w%d:%lld:%lld:%lld:%lld|ws%d|mi%d|st%d|ac%d|be%s|sl%d/%d", j->has_windows,
              (long long)j->win_start, (long long)j->win_len, (long long)j->win_step, (long long)j->win_count,
-             j->warm_start, j->max_iter, j->starts, j->backend ? j->backend : "auto", j->slice_k, j->slice_n);
+             j->warm_start, j->max_iter, j->starts, j->accel, j->backend ? j->backend : "auto", j->slice_k, j->slice_n);
     return ghf_hash_bytes(h, buf, strlen(buf));
 }
 

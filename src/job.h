@@ -41,6 +41,7 @@ typedef struct ghf_job {
     int warm_start;
     /* fit settings */
     int max_iter, starts;
+    int accel;        /* 1 squarem (default), 0 none */
     char *backend;
     int quiet, log_iterations;
     int64_t rows_per_rank;
