@@ -89,8 +89,7 @@ GHF_HD static inline ghf__olver_result ghf__olver_eval(double v, double z)
     double rdn = z / (R + v) - zr * se / S;
     r.lr_dn = log(rdn);
     /* K_{v+1}/K_v = rdn + 2v/z */
-    double tv = 2.0 * v / z;
-    r.lr_up = (rdn < tv) ? log(tv) + log1p(rdn / tv) : log(rdn) + log1p(tv / rdn);
+    r.lr_up = log(2.0 * v / z + rdn);
     r.dlogk = ts - 0.5 * t * t / v + (sq * omt2 - sk) / (v * S);
     return r;
 }

@@ -17,7 +17,7 @@
  * ghf__bessel_fused_ext); finish_piece turns node values into monomial
  * coefficients in x = (z - c)/hw.  log K is stored in anchored form
  *     log K(z) = L_a + (z - z_a) A(z),   A = divided difference,
- * with L_a a double-double and z_a the point of the piece nearest to
+ * with L_a a double-double and z_a, between two Chebyshev nodes, near
  * max(zeta0 |v|, 0.6), where log K ~ 0 (log K is decreasing in z, so this is
  * also near the smallest |log K| of the piece).  z - z_a is exact (Sterbenz),
  * so the result keeps full relative accuracy even where log K crosses zero
@@ -127,10 +127,15 @@ GHF_HD static inline int ghf_bessel_plan_setup(ghf_bessel_plan *pl, double v, do
         ghf_bessel_plan_piece *P = &pl->piece[i];
         P->c = 0.5 * (a + b);
         P->ihw = 2.0 / (b - a);
+        /* anchor: the midpoint of the gap between Chebyshev nodes j and j+1
+         * (1 <= j <= 13) nearest to where log K ~ 0, so that it is never
+         * close to a node (divided differences would amplify node errors) */
         double zr = GHF__OLVER_ZETA0_HI * fabs(v);
         if (zr < 0.6) zr = 0.6;
-        P->za = (zr < a) ? a : (zr > b) ? b : zr;
-        if (P->za >= b) P->za = nextafter(b, 0.0); /* keep it inside [a, b) */
+        double xr = (zr - P->c) * P->ihw;
+        int g = 1;
+        while (g < 13 && ghf__cheb16_node(g + 1) > xr) g++;
+        P->za = P->c + 0.5 * (ghf__cheb16_node(g) + ghf__cheb16_node(g + 1)) / P->ihw;
         P->la_hi = P->la_lo = 0.0;
     }
     return 0;

@@ -54,7 +54,7 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
     }
     double e = mu * ell;
     /* fact2 = sinh(e)/e, dfact2 = d/de fact2 */
-    double fact2, dfact2;
+    double fact2, dfact2, ee = exp(e), ce, se;
     if (fabs(e) < 0.5) {
         double y = e * e;
         fact2 = 1.0 + y / 6.0 * (1.0 + y / 20.0 * (1.0 + y / 42.0 * (1.0 + y / 72.0 * (1.0 + y / 110.0
@@ -62,10 +62,13 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
         /* d/de = e/3 + e^3/30 + e^5/840 + e^7/45360 + e^9/3991680 + e^11/518918400 */
         dfact2 = e * (1.0 / 3.0 + y * (1.0 / 30.0 + y * (1.0 / 840.0 + y * (1.0 / 45360.0
                  + y * (1.0 / 3991680.0 + y * (1.0 / 518918400.0 + y / 93405312000.0))))));
+        se = e * fact2;
+        ce = 0.5 * (ee + 1.0 / ee);
     } else {
-        double sh = sinh(e);
-        fact2 = sh / e;
-        dfact2 = (e * cosh(e) - sh) / (e * e);
+        ce = 0.5 * (ee + 1.0 / ee);
+        se = 0.5 * (ee - 1.0 / ee); /* |e| >= 1/2: no harmful cancellation */
+        fact2 = se / e;
+        dfact2 = (e * ce - se) / (e * e);
     }
     double ge, dge, go, dgo;
     ghf__rgamma1p_parts(mu, &ge, &dge, &go, &dgo);
@@ -73,12 +76,10 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
     double gam2 = ge, dgam2 = dge;     /* (1/G(1-mu) + 1/G(1+mu)) / 2 */
     double gampl = ge + mu * go, dgampl = dge + go + mu * dgo; /* 1/G(1+mu) */
     double gammi = ge - mu * go, dgammi = dge - go - mu * dgo; /* 1/G(1-mu) */
-    double ce = cosh(e), se = sinh(e);
     double inner = gam1 * ce + gam2 * fact2 * ell;
     double dinner = dgam1 * ce + gam1 * ell * se + ell * (dgam2 * fact2 + gam2 * ell * dfact2);
     double ff = fact * inner;
     double dff = dfact * inner + fact * dinner;
-    double ee = exp(e);
     double p = 0.5 * ee / gampl;
     double dp = p * (ell - dgampl / gampl);
     double q = 0.5 / (ee * gammi);
@@ -138,9 +139,11 @@ GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
     double m = fabs(mu);
     double h = 0.69 / sqrt(x);
     if (h > 0.235) h = 0.235;
-    double c1 = cosh(h), s1 = sinh(h);
-    double cm1 = cosh(m * h), sm1 = sinh(m * h);
-    double sh1 = sinh(0.5 * h), ch1 = cosh(0.5 * h);
+    /* sinh and cosh of h/2 and m h from expm1 (two calls instead of six) */
+    double e1 = expm1(0.5 * h), e2 = expm1(m * h);
+    double sh1 = 0.5 * (e1 + e1 / (1.0 + e1)), ch1 = sh1 + 1.0 / (1.0 + e1);
+    double sm1 = 0.5 * (e2 + e2 / (1.0 + e2)), cm1 = sm1 + 1.0 / (1.0 + e2);
+    double c1 = 1.0 + 2.0 * sh1 * sh1, s1 = 2.0 * sh1 * ch1;
     /* node 0 (weight 1/2): cosh = 1, sinh = 0 */
     double k0 = 0.5, kp = 0.5, km = 0.5, d0 = 0.0, dp = 0.0, dm = 0.0;
     double C = 1.0, S = 0.0, Cm = 1.0, Sm = 0.0, Ch = 1.0, Sh = 0.0;
@@ -242,8 +245,7 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
             o.logk = b.lk + log(B) + cnt * 230.25850929940456840179914546844; /* log(1e100) */
         o.dlogk = dB / B;
         o.lr_dn = log(rdn);
-        double tv = a * xi2;
-        o.lr_up = log(tv) + log1p(rdn / tv);
+        o.lr_up = log(a * xi2 + rdn); /* K_{v+1}/K_v = 2v/z + K_{v-1}/K_v */
     } else {
         /* extreme z: normalised ratios, log summed */
         double rho = b.r1;              /* K_{n+1}/K_n at n = mu */
