@@ -43,6 +43,10 @@ struct ghf_backend {
 ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrows, int d,
                                     char *err, size_t errlen);
 
+/* Tests: plain loops for d <= small_d_max (else BLAS; at most 32), and the
+ * Bessel plan: -1 auto (when the shard pays for it), 0 never, 1 always. */
+void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode);
+
 #ifdef GHFIT_HAVE_CUDA
 /* Number of usable CUDA devices on this rank; 0 on any error (no driver, no device). */
 int ghf_cuda_device_count(void);

@@ -21,6 +21,8 @@
 #include "bessel_plan.h"
 
 #define CPU_BLOCK 256
+/* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
+#define CPU_SMALL_D 32
 /* Build the plan only when the shard has this many rows per plan node. */
 #define CPU_PLAN_ROWS_PER_NODE 4
 
@@ -31,6 +33,8 @@ typedef struct cpu_impl {
     int d;
     int nthreads;
     int len;
+    int small_d;   /* d up to which plain loops replace BLAS */
+    int plan_mode; /* -1 auto, 0 never, 1 always */
     double *q, *zw;     /* [nrows] */
     double *tstats;     /* [nthreads][len] */
     double *tbuf;       /* [nthreads][2*CPU_BLOCK*d + CPU_BLOCK] */
@@ -59,7 +63,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     const int d = c->d, len = c->len;
     const int64_t n = c->nrows;
     const int64_t nblk = (n + CPU_BLOCK - 1) / CPU_BLOCK;
-    const ghf_estep_consts k = in->c;
+    const ghf_estep_consts kc = in->c;
     const double t0 = MPI_Wtime();
 
     /* pass 1: quadratic forms */
@@ -72,6 +76,26 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             const int64_t r0 = bi * CPU_BLOCK;
             const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
             const double *xb = c->x + (size_t)r0 * d;
+            if (d <= c->small_d) {
+                /* small d: z = L^-1 (x - mu) row by row, in registers */
+                for (int i = 0; i < nb; i++) {
+                    double df[CPU_SMALL_D];
+                    const double *xi = xb + (size_t)i * d;
+                    for (int j = 0; j < d; j++) df[j] = xi[j] - in->mu[j];
+                    double qq = 0.0, zz = 0.0;
+                    for (int j = 0; j < d; j++) {
+                        const double *lj = in->linv + (size_t)j * d;
+                        double t = 0.0;
+                        for (int k = 0; k <= j; k++) t += lj[k] * df[k];
+                        qq += t * t;
+                        zz += t * in->w[j];
+                    }
+                    c->q[r0 + i] = qq;
+                    c->zw[r0 + i] = zz;
+                    if (qq > qmax) qmax = qq;
+                }
+                continue;
+            }
             for (int i = 0; i < nb; i++)
                 for (int j = 0; j < d; j++) zb[(size_t)i * d + j] = xb[(size_t)i * d + j] - in->mu[j];
             /* Z = (X - mu) L^-T, i.e. row i becomes L^-1 (x_i - mu) */
@@ -94,10 +118,10 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     /* the fixed-order plan over this shard's range of Bessel arguments */
     int use_plan = 0;
     if (n > 0) {
-        const double zmin = ghf_estep_arg(&k, 0.0), zmax = ghf_estep_arg(&k, qmax);
-        if (isfinite(zmax) && ghf_bessel_plan_setup(c->plan, k.P, zmin, zmax) == 0) {
+        const double zmin = ghf_estep_arg(&kc, 0.0), zmax = ghf_estep_arg(&kc, qmax);
+        if (c->plan_mode != 0 && isfinite(zmax) && ghf_bessel_plan_setup(c->plan, kc.P, zmin, zmax) == 0) {
             const int nn = ghf_bessel_plan_num_nodes(c->plan);
-            if ((int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= n) {
+            if (c->plan_mode == 1 || (c->plan_mode < 0 && (int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= n)) {
                 use_plan = 1;
                 const int np = ghf_bessel_plan_num_pieces(c->plan);
 #pragma omp parallel num_threads(c->nthreads)
@@ -129,9 +153,9 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             double s1 = 0.0, s2 = 0.0, s3 = 0.0, ll = 0.0, bad = 0.0;
             for (int i = 0; i < nb; i++) {
                 const double q = c->q[r0 + i];
-                const double z = ghf_estep_arg(&k, q);
-                const ghf_bessel_eval bk = use_plan ? ghf_bessel_plan_eval(plan, z) : ghf_bessel_fused(k.P, z);
-                const ghf_point pt = ghf_estep_point(&k, q, c->zw[r0 + i], bk);
+                const double z = ghf_estep_arg(&kc, q);
+                const ghf_bessel_eval bk = use_plan ? ghf_bessel_plan_eval(plan, z) : ghf_bessel_fused(kc.P, z);
+                const ghf_point pt = ghf_estep_point(&kc, q, c->zw[r0 + i], bk);
                 if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
                     s1 += pt.u;
                     s2 += pt.v;
@@ -142,8 +166,6 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
                     bad += 1.0;
                     ub[i] = 0.0;
                 }
-                const double su = sqrt(ub[i]);
-                for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
             }
             acc[GHF_ST_N] += nb;
             acc[GHF_ST_S1] += s1;
@@ -152,6 +174,32 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             acc[GHF_ST_LL] += ll;
             acc[GHF_ST_NBAD] += bad;
             double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
+            if (d <= c->small_d) {
+                /* block partial sums (lower triangle of s6), then one add */
+                double *p4 = wb, *p5 = wb + d, *p6 = wb + 2 * d;
+                memset(wb, 0, (size_t)(2 * d + d * d) * sizeof(double));
+                for (int i = 0; i < nb; i++) {
+                    const double *xi = xb + (size_t)i * d;
+                    const double u = ub[i];
+                    for (int j = 0; j < d; j++) {
+                        const double ux = u * xi[j];
+                        p4[j] += xi[j];
+                        p5[j] += ux;
+                        double *row = p6 + (size_t)j * d;
+                        for (int k = 0; k <= j; k++) row[k] += ux * xi[k];
+                    }
+                }
+                for (int j = 0; j < d; j++) {
+                    s4[j] += p4[j];
+                    s5[j] += p5[j];
+                    for (int k = 0; k <= j; k++) s6[j * d + k] += p6[j * d + k];
+                }
+                continue;
+            }
+            for (int i = 0; i < nb; i++) {
+                const double su = sqrt(ub[i]);
+                for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
+            }
             for (int i = 0; i < nb; i++)
                 for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
             cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 1.0, s5, 1);
@@ -194,6 +242,8 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->nrows = nrows;
     c->d = d;
     c->len = ghf_stats_len(d);
+    c->small_d = CPU_SMALL_D;
+    c->plan_mode = -1;
     c->nthreads = omp_get_max_threads();
     if (c->nthreads < 1) c->nthreads = 1;
     c->q = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
@@ -212,4 +262,11 @@ oom:
         free(c);
     }
     return NULL;
+}
+
+void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode)
+{
+    cpu_impl *c = be->impl;
+    c->small_d = small_d_max < 0 ? 0 : (small_d_max > CPU_SMALL_D ? CPU_SMALL_D : small_d_max);
+    c->plan_mode = plan_mode;
 }

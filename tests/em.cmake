@@ -10,3 +10,4 @@ set_tests_properties(fit_ranks_1to4 PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCE
 add_test(NAME cli_bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/bad_input.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/bad_input)
 set_tests_properties(cli_bad_input PROPERTIES LABELS "cli;em" TIMEOUT 600 ENVIRONMENT "${GHF_MPI_ENV}")
+ghf_unit_test(NAME test_cpu_estep SOURCES tests/test_cpu_estep.c LABELS em TIMEOUT 300)
