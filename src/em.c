@@ -74,8 +74,10 @@ double ghf_param_change(const ghf_params *a, const ghf_params *b)
     c = fmax(c, diff2(a->gamma, b->gamma, d) / (norm2(b->gamma, d) + scale));
     c = fmax(c, diff2(a->sigma, b->sigma, d * d) / norm2(b->sigma, d * d));
     c = fmax(c, fabs(a->p - b->p) / fmax(1.0, fabs(b->p)));
-    c = fmax(c, fabs(a->a - b->a) / b->a);
-    c = fmax(c, fabs(a->b - b->b) / b->b);
+    /* relative changes of a and b; 0 when both are on the face (a = 0 or b = 0) */
+    const double da = fmax(fabs(a->a), fabs(b->a)), db = fmax(fabs(a->b), fabs(b->b));
+    if (da > 0) c = fmax(c, fabs(a->a - b->a) / da);
+    if (db > 0) c = fmax(c, fabs(a->b - b->b) / db);
     return isfinite(c) ? c : INFINITY;
 }
 
@@ -501,7 +503,12 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
             printf("%siter %5d  loglik % .15e  dll % .3e  dpar %.3e  %.4f s\n", lab, k, ll, dll,
                    k > 0 ? dpar : 0.0, MPI_Wtime() - t_it);
         if (k > 0 && fabs(dll) < o->tol && dpar < o->tol) {
-            finish(r, &st.cur, ll, k, st.trace, GHF_EM_CONVERGED, "converged");
+            if (st.cur.a == 0.0 || st.cur.b == 0.0)
+                finish(r, &st.cur, ll, k, st.trace, GHF_EM_CONVERGED,
+                       st.cur.a == 0.0 ? "converged on the boundary a = 0 (the skewed Student-t limit of GH)"
+                                       : "converged on the boundary b = 0 (the variance-gamma limit of GH)");
+            else
+                finish(r, &st.cur, ll, k, st.trace, GHF_EM_CONVERGED, "converged");
             break;
         }
         if (k >= max_iter) {

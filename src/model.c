@@ -153,15 +153,9 @@ int ghf_derive(const ghf_params *t, ghf_derived *g)
 int ghf_params_moments(const ghf_params *t, double *mean, double *cov)
 {
     const int d = t->d;
-    double ey, vy;
-    const double z = sqrt(t->a * t->b);
-    /* E[Y] = sqrt(b/a) K_{p+1}/K_p; E[Y^2] = (b/a) K_{p+2}/K_p */
-    const double r1 = ghf_log_kv_ratio(t->p, z);
-    const double r2 = ghf_log_kv_ratio(t->p + 1.0, z);
-    const double lba = log(t->b) - log(t->a);
-    ey = exp(0.5 * lba + r1);
-    const double ey2 = exp(lba + r1 + r2);
-    vy = ey2 - ey * ey;
+    /* E[Y] and Var[Y] from the GIG helpers (exact on the faces a = 0, b = 0) */
+    const ghf_gig_stats g = ghf_gig_stats_eval(t->p, t->a, t->b);
+    const double ey = g.e_y, vy = g.h33;
     if (!isfinite(ey) || !isfinite(vy)) {
         for (int i = 0; i < d; i++) mean[i] = NAN;
         for (int i = 0; i < d * d; i++) cov[i] = NAN;

@@ -157,9 +157,23 @@ ghf_mstep_status ghf_mstep(ghf_family fam, const ghf_mstep_opts *o, const double
         ghf_gig_solver_defaults(&so);
         if (o && o->p_max > 0) so.p_max = o->p_max;
         const double eta[3] = {s3, s1, s2}, warm[3] = {cur->p, cur->a, cur->b};
+        const int warm_ok = cur->a > 0.0 && cur->b > 0.0; /* on a face: cold start */
         double out[3];
         int iters = 0;
-        const ghf_gig_status st = ghf_gig_solve(eta, warm, &so, out, &iters);
+        const ghf_gig_status st = ghf_gig_solve(eta, warm_ok ? warm : NULL, &so, out, &iters);
+        if (st == GHF_GIG_BOUNDARY && isfinite(out[0]) && fabs(out[0]) < so.p_max &&
+            ((out[1] == 0.0 && out[0] < 0.0 && out[2] > 0.0 && isfinite(out[2])) ||
+             (out[2] == 0.0 && out[0] > 0.0 && out[1] > 0.0 && isfinite(out[1])))) {
+            /* The update lies on a face of the GIG domain: a = 0 (the skewed
+             * Student-t limit, Y inverse Gamma) or b = 0 (the variance-gamma
+             * limit, Y Gamma).  That is still a valid EM update: the E-step
+             * and the likelihood are defined there, so EM continues inside
+             * the limiting family and the status will say "boundary". */
+            next->p = out[0];
+            next->a = out[1];
+            next->b = out[2];
+            return GHF_MSTEP_OK;
+        }
         if (st == GHF_GIG_BOUNDARY || st == GHF_GIG_INFEASIBLE) {
             snprintf(why, whylen, "boundary: the GIG subordinator runs to the edge of its domain (%s; p=%.6g a=%.3g b=%.3g)",
                      ghf_gig_status_str(st), out[0], out[1], out[2]);
