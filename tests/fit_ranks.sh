@@ -28,6 +28,14 @@ PY
     [ "$it" = "$ref_it" ] || { echo "FAIL: iteration count $it != $ref_it"; fail=1; }
   done
 done
+# GH with p held at -1/2 is NIG: the same maximum likelihood
+mpirun -np 2 "$G" fit --data data.h5 --model gh --p-fixed -0.5 --out r_fixp.h5 --quiet
+pf=$("$H" r_fixp.h5 /fits/gh/params/p); llf=$("$H" r_fixp.h5 /fits/gh loglik); lln=$("$H" r_nig_2.h5 /fits/nig loglik)
+echo "gh --p-fixed -0.5: p $pf loglik $llf (nig: $lln)"
+[ "$pf" = "-0.5" ] || { echo "FAIL: p moved to $pf"; fail=1; }
+python3 -c "import sys; a,b=float('$llf'),float('$lln'); sys.exit(0 if abs(a-b)<=1e-10*abs(b) else 1)" || { echo "FAIL: fixed-p GH != NIG"; fail=1; }
+st=$("$H" r_gh_1.h5 /fits/gh status); echo "status: $st"
+case "$st" in converged*) ;; *) echo "FAIL: status '$st'"; fail=1;; esac
 # N smaller than the number of ranks: ranks with no rows
 "$G" generate --model nig --dim 1 --n 3 --seed 3 --out tiny.h5 >/dev/null
 mpirun -np 4 "$G" fit --data tiny.h5 --model nig --out tiny_fit.h5 --quiet --max-iter 50 || { echo "FAIL: N < ranks"; fail=1; }

@@ -18,6 +18,7 @@ static int print_attr(hid_t obj, const char *name)
             char *s = NULL;
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, H5T_VARIABLE);
+            H5Tset_cset(mt, H5Tget_cset(ty));
             if (H5Aread(at, mt, &s) >= 0 && s) printf("%s\n", s);
             else rc = 1;
             H5free_memory(s);
@@ -27,6 +28,7 @@ static int print_attr(hid_t obj, const char *name)
             char *s = calloc(n + 1, 1);
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, n + 1);
+            H5Tset_cset(mt, H5Tget_cset(ty));
             if (H5Aread(at, mt, s) >= 0) printf("%s\n", s);
             else rc = 1;
             H5Tclose(mt);
