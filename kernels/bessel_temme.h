@@ -5,12 +5,12 @@
  *
  * Base: Temme's series for z <= 2 (N. M. Temme, J. Comput. Phys. 19 (1975)
  * 324-337; the shape of Numerical Recipes' bessik and GSL's bessel_Knu.c),
- * differentiated term by term in mu; for z > 2 a trapezoidal rule on the
- * half-line integral (all weights positive, one exp per node).
- * Temme's p_k and q_k have derivatives that cancel near mu = 0, so for
- * |v| < GHF__TEMME_TINY_V and z <= 2 the order derivative comes from the
- * half-line integral d/dv K_v = int_0^inf t sinh(vt) e^{-z cosh t} dt, which
- * keeps the factor v explicit.
+ * differentiated term by term in mu; for 2 < z < 30 a trapezoidal rule on
+ * the half-line integral (all weights positive, one exp per node); for
+ * z >= 30 Hankel's expansion.
+ * The derivatives of Temme's p_k + q_k and p_k - q_k (even and odd in mu)
+ * have their own recurrences, so the order derivative keeps its relative
+ * accuracy as v -> 0 (d/dv log K is odd in v and tiny there).
  */
 #ifndef GHF_BESSEL_TEMME_H
 #define GHF_BESSEL_TEMME_H
@@ -19,7 +19,6 @@
 #include "bessel_coef.h"
 
 #define GHF__TEMME_MAXIT 64
-#define GHF__TEMME_TINY_V 1e-3
 #define GHF__SQRT_PI_2 1.2533141373155002512078826424055 /* sqrt(pi/2) */
 #define GHF__PI 3.1415926535897932384626433832795
 
@@ -80,10 +79,22 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
     double dinner = dgam1 * ce + gam1 * ell * se + ell * (dgam2 * fact2 + gam2 * ell * dfact2);
     double ff = fact * inner;
     double dff = dfact * inner + fact * dinner;
-    double p = 0.5 * ee / gampl;
-    double dp = p * (ell - dgampl / gampl);
-    double q = 0.5 / (ee * gammi);
-    double dq = q * (-ell - dgammi / gammi);
+    /* p_0 = P/2 and q_0 = Q/2 with P = e^e Gamma(1+mu), Q = e^-e Gamma(1-mu)
+     * (e = mu log(2/x)).  p, q and their mu-derivatives dp, dq are carried
+     * directly (values and d/dmu K_{mu+1}), and besides them D = p - q (odd,
+     * O(mu)) and the derivatives of p + q and p - q by their own recurrences:
+     * dp + dq cancels near mu = 0, and d/dmu K_mu = sum c_k f_k' needs it to
+     * full relative precision (d/dv log K is odd in v and tiny there). */
+    double gg = gampl * gammi;
+    double p = 0.5 * ee / gampl, q = 0.5 / (ee * gammi);
+    double dp = p * (ell - dgampl / gampl), dq = q * (-ell - dgammi / gammi);
+    double PmQ = 2.0 * se / gampl - 2.0 * mu * go / (ee * gg);
+    /* alpha = log(2/x) + psi(1+mu), beta = log(2/x) + psi(1-mu) */
+    double apb = 2.0 * ell - dgampl / gampl + dgammi / gammi;
+    double amb = -2.0 * (dge * ge - mu * go * (go + mu * dgo)) / gg;
+    double dm = 0.5 * PmQ;                               /* p - q */
+    double dsp = 0.5 * (dm * apb + (p + q) * amb);       /* d(p + q) */
+    double ddm = 0.5 * ((p + q) * apb + dm * amb);       /* d(p - q) */
     double c = 1.0, d = 0.25 * x * x;
     double sum = ff, dsum = dff;
     double sum1 = p, dsum1 = dp;
@@ -92,8 +103,9 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
         double fi = (double)i;
         double im = fi - mu, ip = fi + mu;
         double inv = 1.0 / (im * ip);
-        double ffn = (fi * ff + p + q) * inv;
-        dff = (fi * dff + dp + dq + 2.0 * mu * ffn) * inv;
+        double sp = p + q;
+        double ffn = (fi * ff + sp) * inv;
+        dff = (fi * dff + dsp + 2.0 * mu * ffn) * inv;
         ff = ffn;
         c *= d / fi;
         double pn = p * ip * inv;         /* p/(i-mu) */
@@ -102,6 +114,12 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
         double qn = q * im * inv;         /* q/(i+mu) */
         dq = (dq - qn) * im * inv;
         q = qn;
+        double dmn = (fi * dm + mu * sp) * inv;
+        double spn = p + q;
+        double dspn = (fi * dsp + mu * ddm + fi * dmn + mu * spn) * inv;
+        ddm = (fi * ddm + mu * dsp + fi * spn + mu * dmn) * inv;
+        dsp = dspn;
+        dm = dmn;
         double del = c * ff;
         double del1 = c * (p - fi * ff);
         double del2 = c * (q - fi * ff);
@@ -132,7 +150,7 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
  * addition formulas (no cancellation), so each node costs one exp.  The
  * step keeps the discretisation error below e^-41 (strip-of-analyticity
  * bound exp(x(1 - cos y) - 2 pi y/h)); nodes run until the integrand for
- * nu = 3/2 is below e^-45 of its value at t = 0. */
+ * nu = 3/2 is below e^-38 of its value at t = 0. */
 GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
 {
     ghf__kbase r;
@@ -165,7 +183,7 @@ GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
         d0 += w * t * Sm;
         dp += w * t * sp;
         dm += w * t * sq;
-        if (g > 45.0 + 1.5 * t) break;
+        if (g > 38.0 + 1.5 * t) break;
     }
     r.lk = log(h * k0) - x;
     r.k = (x < 690.0) ? h * k0 * exp(-x) : 0.0;
@@ -183,19 +201,54 @@ GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
     return r;
 }
 
-/* d/dv K_v(z) by the trapezoidal rule on the half line (small |v|, z <= 2):
- * int_0^inf t sinh(v t) exp(-z cosh t) dt, step 0.2 (error ~ exp(-pi^2/0.2)). */
-GHF_HD static inline double ghf__dk_dv_halfline(double v, double z)
+/* x >= GHF__HANKEL_ZMIN: Hankel's expansion (DLMF 10.40.2)
+ *   K_nu(x) = sqrt(pi/(2x)) e^-x sum_k a_k(nu) / x^k,
+ *   a_k / a_{k-1} = (4 nu^2 - (2k-1)^2) / (8k),
+ * at nu = m, 1+m, 1-m (m = |mu| <= 1/2) with d/dnu carried alongside (the
+ * factor 8 nu keeps d/dnu K_m exactly odd in m).  At x >= 30 the terms fall
+ * below 1e-17 well before their minimum near k = 2x. */
+#define GHF__HANKEL_ZMIN 30.0
+GHF_HD static inline ghf__kbase ghf__hankel_mid(double mu, double x)
 {
-    const double hs = 0.2;
-    double s = 0.0;
-    for (int i = 1; i <= 8000; i++) {
-        double t = hs * i;
-        double zc = z * cosh(t);
-        if (zc > 60.0 + v * t) break;
-        s += t * sinh(v * t) * exp(-zc);
+    ghf__kbase r;
+    double m = fabs(mu);
+    double n0 = 4.0 * m * m, np = 4.0 * (1.0 + m) * (1.0 + m), nq = 4.0 * (1.0 - m) * (1.0 - m);
+    double i8x = 0.125 / x;
+    double t0 = 1.0, tp = 1.0, tq = 1.0, dt0 = 0.0, dtp = 0.0, dtq = 0.0;
+    double s0 = 1.0, sp = 1.0, sq = 1.0, ds0 = 0.0, dsp = 0.0, dsq = 0.0;
+    for (int k = 1; k <= 60; k++) {
+        double ik = i8x / (double)k;
+        double o = (double)(2 * k - 1);
+        o *= o;
+        double r0 = (n0 - o) * ik, rp = (np - o) * ik, rq = (nq - o) * ik;
+        /* d r / d nu = 8 nu ik */
+        dt0 = dt0 * r0 + t0 * (8.0 * m) * ik;
+        dtp = dtp * rp + tp * (8.0 * (1.0 + m)) * ik;
+        dtq = dtq * rq + tq * (8.0 * (1.0 - m)) * ik;
+        t0 *= r0;
+        tp *= rp;
+        tq *= rq;
+        s0 += t0; sp += tp; sq += tq;
+        ds0 += dt0; dsp += dtp; dsq += dtq;
+        if (fabs(t0) < 1e-17 * fabs(s0) && fabs(tp) < 1e-17 * fabs(sp) && fabs(tq) < 1e-17 * fabs(sq)
+            && fabs(dt0) <= 1e-17 * fabs(ds0) && fabs(dtp) <= 1e-17 * fabs(dsp) && fabs(dtq) <= 1e-17 * fabs(dsq))
+            break;
     }
-    return hs * s;
+    double pre = 0.5 * log(GHF__PI / (2.0 * x)) - x;
+    r.lk = pre + log(s0);
+    r.k = (x < 690.0) ? sqrt(GHF__PI / (2.0 * x)) * exp(-x) * s0 : 0.0;
+    if (mu >= 0.0) {
+        r.r1 = sp / s0;
+        r.rm = sq / s0;
+        r.d0 = ds0 / s0;
+        r.d1 = dsp / s0;
+    } else {
+        r.r1 = sq / s0;
+        r.rm = sp / s0;
+        r.d0 = -ds0 / s0;
+        r.d1 = dsq / s0;
+    }
+    return r;
 }
 
 typedef struct ghf__small_result {
@@ -208,17 +261,13 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
     ghf__small_result o;
     int N = (int)(a + 0.5);
     double mu = a - (double)N;
-    ghf__kbase b = (z <= 2.0) ? ghf__temme(mu, z) : ghf__trap_mid(mu, z);
+    ghf__kbase b = (z <= 2.0) ? ghf__temme(mu, z)
+                   : (z < GHF__HANKEL_ZMIN) ? ghf__trap_mid(mu, z) : ghf__hankel_mid(mu, z);
     if (N == 0) {
         o.logk = b.lk;
         o.lr_up = log(b.r1);
         o.lr_dn = log(b.rm);
-        if (a == 0.0)
-            o.dlogk = 0.0;
-        else if (a < GHF__TEMME_TINY_V && z <= 2.0)
-            o.dlogk = ghf__dk_dv_halfline(a, z) / exp(b.lk);
-        else
-            o.dlogk = b.d0;
+        o.dlogk = b.d0;
         return o;
     }
     double xi2 = 2.0 / z;
