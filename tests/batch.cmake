@@ -1,3 +1,11 @@
 # Batch operations: job files and sweeps (ghfit run), ghfit summary,
 # checkpoint/restart and preemption, Slurm scripts (label slurm).
 ghf_unit_test(NAME test_job SOURCES tests/test_job.c LABELS batch TIMEOUT 60)
+add_test(NAME batch_sweep COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_sweep.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_sweep)
+set_tests_properties(batch_sweep PROPERTIES LABELS "mpi;batch" TIMEOUT 600 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")
+add_test(NAME batch_ckpt COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_ckpt.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_ckpt)
+set_tests_properties(batch_ckpt PROPERTIES LABELS "mpi;batch" TIMEOUT 600 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")
