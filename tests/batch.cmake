@@ -9,3 +9,10 @@ add_test(NAME batch_ckpt COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_ckpt.sh $<
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_ckpt)
 set_tests_properties(batch_ckpt PROPERTIES LABELS "mpi;batch" TIMEOUT 600 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+# A real one-node Slurm (root; GHFIT_WITH_SLURM=1 scripts/install-deps.sh): the
+# sbatch scripts, a job array, and preemption -> requeue -> resume.  Skipped
+# (exit 77) when Slurm/munge are not installed.
+add_test(NAME batch_slurm COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slurm.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm)
+set_tests_properties(batch_slurm PROPERTIES LABELS "slurm;batch" TIMEOUT 300 PROCESSORS 2
+  SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")
