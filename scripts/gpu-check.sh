@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# gpu-check.sh - run the CUDA backend's GPU tests and benchmark on a machine with
+# an NVIDIA GPU, in well under 8 minutes, writing everything under $OUT
+# (or ./gpu-check-out).
+#
+# Binaries: from .carry/ghfit-carry.tar.xz (scripts/make-carry.sh, made on the
+# build machine: the GPU machine may have no MPI/HDF5/BLAS) when present;
+# otherwise a local build in build-gpu (needs those packages there).
+#
+#   bash scripts/gpu-check.sh            # everything
+#   QUICK=1 bash scripts/gpu-check.sh    # the benchmark with N / 100
+#
+# Outputs: summary.txt (one line per step, with status), env.txt, nvidia-smi.txt,
+# ldd.txt, test_cuda_*.log, bench_cuda.txt/.log.  Exit status: 0 if every test
+# passed (a skip on a GPU machine counts as a failure: it means CUDA saw no device).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUTDIR=${OUT:-$ROOT/gpu-check-out}
+mkdir -p "$OUTDIR"
+: > "$OUTDIR/summary.txt"
+T0=$(date +%s)
+FAILS=0
+log() { echo "[gpu-check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUTDIR/summary.txt"; }
+left() { echo $(( 470 - ($(date +%s) - T0) )); } # seconds left of the 8-minute budget
+
+# ---- the machine --------------------------------------------------------
+{ nvidia-smi 2>&1 || echo "nvidia-smi failed"; } > "$OUTDIR/nvidia-smi.txt"
+CUDA_HOME=${CUDA_HOME:-}
+if [ -z "$CUDA_HOME" ]; then
+  if command -v nvcc >/dev/null; then CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  else CUDA_HOME=/usr/local/cuda; fi
+fi
+log "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+log "driver CUDA version: $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1); CUDA_HOME=$CUDA_HOME"
+
+# CUDA libraries: the toolkit's, plus wherever libnccl lives
+CUDA_LIBS="$CUDA_HOME/lib64:$CUDA_HOME/lib:$CUDA_HOME/targets/x86_64-linux/lib"
+NCCL_DIR=$( (ldconfig -p 2>/dev/null | awk '/libnccl.so.2 /{print $NF}' | head -1 | xargs -r dirname) || true)
+[ -z "$NCCL_DIR" ] && NCCL_DIR=$(find "$CUDA_HOME"/ /usr/lib /usr/local/lib /opt -name 'libnccl.so.2' 2>/dev/null | head -1 | xargs -r dirname)
+[ -z "$NCCL_DIR" ] && NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+log "libnccl.so.2: ${NCCL_DIR:-NOT FOUND}"
+
+# ---- binaries -----------------------------------------------------------
+BUNDLE=$ROOT/.carry/ghfit-carry.tar.xz
+if [ -f "$BUNDLE" ]; then
+  W=${TMPDIR:-/tmp}/ghfit-carry.$$
+  mkdir -p "$W" && tar -C "$W" -xJf "$BUNDLE" || { log "FAIL: cannot unpack $BUNDLE"; exit 1; }
+  BIN=$W/bin
+  export LD_LIBRARY_PATH="$W/lib:$CUDA_LIBS${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # the CUDA 13 runtime, if the toolkit here has another one
+  if ! ldd "$BIN/ghfit" | grep -q 'libcudart.so.13 => /'; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$W/lib/cuda"
+  fi
+  # relocated Open MPI (singleton init and mpirun need its plugins and help files)
+  export OPAL_PREFIX=$W/root PMIX_INSTALL_PREFIX=$W/root PATH=$W/root/bin:$PATH
+  log "using carried binaries ($(cat "$W/README" 2>/dev/null | head -2 | tr '\n' ' '))"
+else
+  BIN=$ROOT/build-gpu
+  log "no carried bundle: building in $BIN"
+  if ! timeout "$(left)" bash -c "cmake -S '$ROOT' -B '$BIN' -DGHFIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+       -DGHFIT_BENCH=ON > '$OUTDIR/build.log' 2>&1 && cmake --build '$BIN' -j\$(nproc) \
+       --target ghfit test_cuda_estep test_cuda_nodev bench_cuda >> '$OUTDIR/build.log' 2>&1"; then
+    log "FAIL: build (see build.log; no MPI/HDF5 here? run scripts/make-carry.sh on the build machine and carry .carry)"
+    exit 1
+  fi
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_plm=isolated               # singleton MPI_Init without ssh/rsh
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_btl=self,vader OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+export CUDA_DEVICE_ORDER=PCI_BUS_ID PMIX_MCA_pcompress_base_silence_warning=1
+env | grep -E '^(LD_LIBRARY_PATH|OPAL_PREFIX|PMIX|OMPI_|CUDA|PATH|NCCL)' | sort > "$OUTDIR/env.txt"
+: > "$OUTDIR/ldd.txt"
+for b in ghfit test_cuda_estep test_cuda_nodev bench_cuda; do
+  echo "== $b" >> "$OUTDIR/ldd.txt"
+  ldd "$BIN/$b" >> "$OUTDIR/ldd.txt" 2>&1
+  if ldd "$BIN/$b" | grep -q 'not found'; then
+    log "FAIL: $b has unresolved libraries: $(ldd "$BIN/$b" | grep 'not found' | awk '{print $1}' | tr '\n' ' ')"
+    FAILS=$((FAILS + 1))
+  fi
+done
+
+# ---- tests --------------------------------------------------------------
+run_step() { # name timeout cmd...  (77 = skipped)
+  local name=$1 to=$2; shift 2
+  local t=$(( to < $(left) ? to : $(left) ))
+  if [ "$t" -le 5 ]; then log "SKIP $name: out of time"; return; fi
+  local s=$(date +%s)
+  timeout "$t" "$@" > "$OUTDIR/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - s ))
+  case $rc in
+    0) log "PASS $name (${dt}s)";;
+    77) log "SKIPPED $name (${dt}s): $(tail -1 "$OUTDIR/$name.log")"; SKIPPED="$SKIPPED $name";;
+    124) log "FAIL $name: timed out after ${t}s"; FAILS=$((FAILS + 1));;
+    *) log "FAIL $name: exit $rc (${dt}s): $(grep -m3 -E 'FAIL|rror' "$OUTDIR/$name.log" | tr '\n' ' ' | cut -c1-400)"; FAILS=$((FAILS + 1));;
+  esac
+  return $rc
+}
+SKIPPED=""
+run_step test_cuda_nodev 60 "$BIN/test_cuda_nodev"   # expected: skipped (77) on a GPU machine
+run_step test_cuda_estep 200 "$BIN/test_cuda_estep"
+if [ "${SKIPPED#* test_cuda_estep}" != "$SKIPPED" ]; then
+  log "FAIL: the CUDA runtime sees no device although this is a GPU machine (driver older than the CUDA 13 runtime?)"
+  FAILS=$((FAILS + 1))
+fi
+grep -E '^d=' "$OUTDIR/test_cuda_estep.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
+if command -v mpirun >/dev/null; then
+  run_step test_cuda_estep_np2 200 mpirun -np 2 --oversubscribe "$BIN/test_cuda_estep"
+else
+  log "SKIP test_cuda_estep_np2: no mpirun"
+fi
+
+# ---- benchmark ----------------------------------------------------------
+BARGS="--iters 10 --out $OUTDIR/bench_cuda.txt"
+[ "${QUICK:-0}" = 1 ] && BARGS="$BARGS --quick"
+run_step bench_cuda 240 "$BIN/bench_cuda" $BARGS
+[ -f "$OUTDIR/bench_cuda.txt" ] && cat "$OUTDIR/bench_cuda.txt" >> "$OUTDIR/summary.txt"
+
+[ -n "${W:-}" ] && rm -rf "$W"
+log "done: $FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
