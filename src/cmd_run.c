@@ -1047,10 +1047,14 @@ int ghf_cmd_run(int argc, char **argv)
                 bk = bkbuf;
                 ghf_rec_free(&r0);
             }
+            const double tw = MPI_Wtime();
             write_result(&coll, bk, size, &st, err, sizeof err);
             if (!st) {
+                const double t_end = MPI_Wtime();
                 print_table(&coll);
-                if (!job.quiet) printf("wrote %s (%d fits) in %.2f s\n", job.out, n_specs, MPI_Wtime() - t0);
+                if (!job.quiet)
+                    printf("wrote %s (%d fits) in %.2f s: fits %.2f s, result file %.2f s\n", job.out, n_specs,
+                           t_end - t0, tw - t0, t_end - tw);
                 if (job.checkpoint) ghf_ckpt_remove(job.checkpoint);
             }
         } else if (n_stop) {
