@@ -3,7 +3,7 @@
 # heavy-tailed "returns" (NIG, Sigma diagonal 1e-4, rho 0.3, a = b = 0.6), GH and
 # NIG, tol 1e-8: 2,000 fits with `ghfit run` on NP ranks (default 2).  Prints the
 # wall time, fits per second, and iteration statistics per family.
-# usage: bench/sweep_bench.sh GHFIT H5GET [WORKDIR] [NP] [WINDOWS] [ghfit run overrides, e.g. --warm-start]
+# usage: bench/sweep_bench.sh GHFIT - [WORKDIR] [NP] [WINDOWS] [ghfit run overrides, e.g. --warm-start]
 set -euo pipefail
 G=$1; H=$2; W=${3:-/tmp/ghfit-sweep-bench}; NP=${4:-2}; NW=${5:-1000}
 mkdir -p "$W"; cd "$W"
