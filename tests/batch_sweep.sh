@@ -8,6 +8,7 @@
 # usage: batch_sweep.sh GHFIT H5GET WORKDIR
 set -uo pipefail
 G=$1; H=$2; W=$3
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$W"; mkdir -p "$W"; cd "$W"
 fail=0
 die() { echo "FAIL: $*"; fail=1; }
@@ -101,6 +102,14 @@ bad "bad.yaml:3: unknown key 'tolerence'" 'data: data.h5\nout: bad.h5\ntolerence
 bad "bad.yaml:4: tol: 'x' is not a non-negative number" 'data: data.h5\nout: bad.h5\nfamily: nig\ntol: x\n'
 bad "bad.yaml: windows: 100 windows" 'data: data.h5\nout: bad.h5\nwindows: {length: 1000, count: 100}\n'
 bad "nothere.h5" 'data: nothere.h5\nout: bad.h5\n'
+
+# the example job files of jobs/ parse and run (on this data, a few iterations)
+for jf in "$SRC"/jobs/*.yaml; do
+  b=$(basename "$jf" .yaml)
+  mpirun -np 2 "$G" run "$jf" --data data.h5 --out ex_$b.h5 --checkpoint ex_$b.ckpt.h5 --max-iter 3 --quiet \
+    > ex_$b.txt 2>&1 || { cat ex_$b.txt; die "example job $jf"; }
+  [ -e ex_$b.h5 ] && echo "ok   example $b.yaml: $(h5ls ex_$b.h5/fits | grep -c Group) fits" || die "example $b: no result"
+done
 
 [ $fail -eq 0 ] && echo "batch_sweep: all passed" || echo "batch_sweep: FAILED"
 exit $fail
