@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "h5io.h"
 #include "sweep.h"
 #include "util.h"
 
@@ -316,6 +317,10 @@ int ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int eve
         eo->on_state_ctx = k;
     }
     if (!path) return 0;
+    int st = 0;
+    if (k->rank == 0) st = ghf_h5_out_check(path, err, errlen);
+    ghf_bcast_status(comm, &st, err, errlen);
+    if (st) return st;
     k->path = path;
     k->every = every;
     k->file.run = calloc(1, sizeof *k->file.run);
@@ -327,7 +332,7 @@ int ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int eve
     snprintf(k->file.run[0].name, sizeof k->file.run[0].name, "%s", fit_name);
     if (!resume) return 0;
     ghf_ckpt c;
-    int st = ghf_ckpt_load(comm, path, id, &c, err, errlen);
+    st = ghf_ckpt_load(comm, path, id, &c, err, errlen);
     if (st) return st;
     if (c.n_run != 1 || c.run[0].d != id->d) {
         snprintf(err, errlen, "%s: the checkpoint holds no resumable fit", path);

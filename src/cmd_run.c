@@ -913,6 +913,7 @@ int ghf_cmd_run(int argc, char **argv)
     int d = 0;
     if (rank == 0) {
         st = ghf_h5_out_check(job.out, err, sizeof err);
+        if (!st && job.checkpoint) st = ghf_h5_out_check(job.checkpoint, err, sizeof err);
         if (!st) st = ghf_h5_probe(job.data_file, job.dataset, &n_rows, &d, err, sizeof err);
     }
     ghf_bcast_status(world, &st, err, sizeof err);
