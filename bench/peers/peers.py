@@ -680,7 +680,7 @@ def main():
     ap.add_argument("--ds", default="3,10,50")
     ap.add_argument("--models", default="gh,nig")
     ap.add_argument("--iters", type=int, default=10, help="K for the per-iteration timing")
-    ap.add_argument("--ghfit-reps", type=int, default=2)
+    ap.add_argument("--ghfit-reps", type=int, default=3)
     ap.add_argument("--conv-max-iter", type=int, default=5000)
     ap.add_argument("--normix-tol", type=float, default=1e-10)
     ap.add_argument("--conv-budget-frac", type=float, default=0.6,

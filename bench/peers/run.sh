@@ -67,11 +67,12 @@ if [ -z "${GHFIT:-}" ]; then
         cuda=ON
     fi
     echo "bench/peers/run.sh: building ghfit in $bdir (CUDA $cuda)"
+    mkdir -p "$bdir"
     cmake -S "$repo" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DGHFIT_CUDA=$cuda \
-        -DGHFIT_TESTS=OFF -DGHFIT_BENCH=OFF >"$bdir.configure.log" 2>&1 \
-        || { cat "$bdir.configure.log" >&2; die "cmake configure failed"; }
-    cmake --build "$bdir" -j"$(nproc)" --target ghfit >"$bdir.build.log" 2>&1 \
-        || { tail -40 "$bdir.build.log" >&2; die "ghfit build failed"; }
+        -DGHFIT_TESTS=OFF -DGHFIT_BENCH=OFF >"$bdir/peers-configure.log" 2>&1 \
+        || { cat "$bdir/peers-configure.log" >&2; die "cmake configure failed"; }
+    cmake --build "$bdir" -j"$(nproc)" --target ghfit >"$bdir/peers-build.log" 2>&1 \
+        || { tail -40 "$bdir/peers-build.log" >&2; die "ghfit build failed"; }
     GHFIT=$bdir/ghfit
 fi
 [ -x "$GHFIT" ] || die "GHFIT=$GHFIT is not an executable"
