@@ -10,11 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-
-/* Largest d with a fused (register-resident) kernel.  Each thread keeps
- * 5 + d + d(d+1)/2 running sums in registers (95 doubles = 190 registers at
- * d = 12); beyond that they spill, and the cuBLAS path takes over. */
-#define GHF_CUDA_FUSED_DMAX 12
+#include "estep_cuda.h" /* GHF_CUDA_FUSED_DMAX */
 
 typedef enum {
     GHF_CUDA_REDUCE_NCCL = 0, /* ncclAllReduce inside the graph (default) */

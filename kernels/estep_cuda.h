@@ -46,8 +46,12 @@ GHF_HD static inline int ghf__cu_pb_len(int d) { return GHF_CU_PB_HDR + 2 * d + 
 #define GHF_CU_INFO_LEN 2
 #define GHF_CU_INFO_PLAN 0
 
-/* The fused kernel is instantiated for d = 1 .. GHF_CUDA_FUSED_DMAX
- * (backend_cuda_opts.h); the dispatch in estep_kernels.cu must match. */
+/* Largest d with a fused (register-resident) kernel.  Each thread keeps
+ * 5 + d + d(d+1)/2 running sums in registers (95 doubles = 190 registers at
+ * d = 12); beyond that they spill, and the cuBLAS path takes over.  The
+ * dispatch in estep_kernels.cu instantiates d = 1 .. GHF_CUDA_FUSED_DMAX. */
+#define GHF_CUDA_FUSED_DMAX 12
+
 /* Threads per block of the row kernels, and the number of "entries" the
  * fused kernel reduces per block: s1 s2 s3 ll nbad s5[d] s6 lower[d(d+1)/2]. */
 #define GHF_CU_TPB 128

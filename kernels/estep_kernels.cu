@@ -25,7 +25,6 @@
 
 #include "bessel_plan.h"
 #include "estep.h"
-#include "backend_cuda_opts.h"
 #include "estep_cuda.h"
 
 #define GHF_CU_FULL 0xffffffffu
