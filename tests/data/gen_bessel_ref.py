@@ -9,10 +9,14 @@ Method (independent of ghfit's code and of mpmath.besselk, which is wrong
 near the turning point at large orders): the integral representation
     2 K_v(z) = integral over R of exp(-z cosh t + v t) dt,
 summed by the trapezoidal rule at 50 significant digits, centred at the
-saddle t* = asinh(v/z), nodes until the integrand falls below e^-125 of the
-peak.  The order derivative is the mean of t under the same integrand.  Each
-integral is done at two step sizes (h and 0.7 h); their relative
-disagreement is stored as `xcheck`.
+saddle t* = asinh(v/z), step 0.12 min(1/2, (z^2+v^2)^(-1/4)), nodes until
+the integrand falls below e^-100 of the peak.  The order derivative is the
+mean of t under the same integrand; the log ratios are differences of log K
+at v+1, v, v-1 (taken exactly, not rounded to double).  Each integral is
+done at two step sizes (h and 0.7 h); their largest relative disagreement
+(log K and d/dv log K at v, v+1, v-1) is stored as `xcheck`.  In the
+committed file it is below 1e-35 except where an order v+-1 is 0 and its
+(unused) derivative is 0 up to rounding (xcheck up to 1e-19 there).
 
 Usage: python3 gen_bessel_ref.py [npoints] [seed] > bessel_ref_random.csv
 (the committed file: npoints = 2500, seed = 20240611)
@@ -24,7 +28,7 @@ import sys
 import mpmath as mp
 
 mp.mp.dps = 50
-CUT = mp.mpf(125)
+CUT = mp.mpf(100)
 
 
 def trap(v, z, h):
@@ -52,7 +56,7 @@ def trap(v, z, h):
 def step(v, z):
     r = mp.sqrt(mp.mpf(z) ** 2 + mp.mpf(v) ** 2)
     w = 1 / mp.sqrt(r)
-    return mp.mpf('0.06') * min(mp.mpf('0.5'), w)
+    return mp.mpf('0.12') * min(mp.mpf('0.5'), w)
 
 
 def logk_and_d(v, z):
