@@ -18,10 +18,10 @@
  * for z from ~1e-300 to 1e300.
  *
  * Method, with a = |v|:
- *   a >= 35   Olver's uniform expansion (bessel_olver.h), 4-11 terms, with
+ *   a >= 20   Olver's uniform expansion (bessel_olver.h), 4-16 terms, with
  *             K_{v-1}/K_v from the expansion of K_v' (no cancellation) and
  *             the peak value summed from a series where log K ~ 0.
- *   a < 35    a base at mu = a - round(a) in [-1/2, 1/2] (Temme's series for
+ *   a < 20    a base at mu = a - round(a) in [-1/2, 1/2] (Temme's series for
  *             z <= 2, a half-line trapezoid for 2 < z < 30, Hankel for
  *             z >= 30) and forward recurrence to a, all with forward-mode
  *             derivatives in the order (bessel_temme.h).

@@ -19,7 +19,7 @@
 #include "bessel_coef.h"
 #include "ddouble.h"
 
-#define GHF__OLVER_VMIN 35.0
+#define GHF__OLVER_VMIN 20.0
 #define GHF__PI_2 1.5707963267948966192313216916398 /* pi/2 */
 
 typedef struct ghf__olver_result {
@@ -41,7 +41,11 @@ GHF_HD static inline int ghf__olver_kmax(double v)
     if (v >= 76.0) return 8;
     if (v >= 55.0) return 9;
     if (v >= 42.0) return 10;
-    return 11;
+    if (v >= 34.5) return 11;
+    if (v >= 29.0) return 12;
+    if (v >= 25.5) return 13;
+    if (v >= 22.5) return 14;
+    return 16; /* v >= 20: |u_17| / v^17 < 2e-18 */
 }
 
 /* Peak value f0 = v asinh(v/z) - sqrt(z^2+v^2) = -v eta(z/v), v > 0. */

@@ -24,7 +24,7 @@
  * with a slope of ~|v| (large orders, z ~ 0.66|v|).
  *
  * Build cost: 17 fused evaluations per piece (npieces <= 64), plus, for
- * |v| >= 35, one double-double peak value (~ a few fused evaluations' worth)
+ * |v| >= 20, one double-double peak value (~ a few fused evaluations' worth)
  * per node.  A plan over [zmin, zmax] has about 2 log2(zmax/zmin) + 1
  * pieces, so it pays off once a shard has more than ~50-100 points per
  * piece.

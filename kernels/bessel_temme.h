@@ -1,4 +1,4 @@
-/* bessel_temme.h - K_v(z) for small and moderate orders (v < 35): a base
+/* bessel_temme.h - K_v(z) for small and moderate orders (v < 20): a base
  * at mu = v - N in [-1/2, 1/2] giving K_mu, K_{mu+1}, K_{mu-1} and their order
  * derivatives, then forward recurrence in the order up to v carried with
  * forward-mode derivatives (dual numbers).

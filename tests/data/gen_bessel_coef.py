@@ -18,7 +18,7 @@ from fractions import Fraction as F
 
 import mpmath as mp
 
-KMAX = 12
+KMAX = 17
 
 
 def deriv(p):
