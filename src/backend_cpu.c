@@ -23,6 +23,8 @@
 #define CPU_BLOCK 256
 /* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
 #define CPU_SMALL_D 32
+/* per-thread scratch: two blocks of rows and four row vectors */
+#define CPU_TBUF(d) (2 * CPU_BLOCK * (d) + 4 * CPU_BLOCK)
 /* Build the plan only when the shard has this many rows per plan node. */
 #define CPU_PLAN_ROWS_PER_NODE 4
 
@@ -70,29 +72,41 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     double qmax = 0.0;
 #pragma omp parallel num_threads(c->nthreads) reduction(max : qmax)
     {
-        double *zb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)(2 * CPU_BLOCK * d + CPU_BLOCK);
+        double *zb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
             const int64_t r0 = bi * CPU_BLOCK;
             const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
             const double *xb = c->x + (size_t)r0 * d;
             if (d <= c->small_d) {
-                /* small d: z = L^-1 (x - mu) row by row, in registers */
-                for (int i = 0; i < nb; i++) {
-                    double df[CPU_SMALL_D];
-                    const double *xi = xb + (size_t)i * d;
-                    for (int j = 0; j < d; j++) df[j] = xi[j] - in->mu[j];
-                    double qq = 0.0, zz = 0.0;
-                    for (int j = 0; j < d; j++) {
-                        const double *lj = in->linv + (size_t)j * d;
-                        double t = 0.0;
-                        for (int k = 0; k <= j; k++) t += lj[k] * df[k];
-                        qq += t * t;
-                        zz += t * in->w[j];
+                /* small d: the block transposed (columns contiguous), so every
+                 * loop below runs over rows and vectorises */
+                double *restrict dT = zb, *restrict zj = zb + (size_t)CPU_BLOCK * d;
+                double *restrict qv = zj + CPU_BLOCK, *restrict zwv = qv + CPU_BLOCK;
+                for (int j = 0; j < d; j++) {
+                    const double m = in->mu[j];
+                    double *col = dT + (size_t)j * CPU_BLOCK;
+                    for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j] - m;
+                }
+                for (int i = 0; i < nb; i++) qv[i] = zwv[i] = 0.0;
+                for (int j = 0; j < d; j++) {
+                    const double *lj = in->linv + (size_t)j * d;
+                    const double wj = in->w[j];
+                    for (int i = 0; i < nb; i++) zj[i] = lj[0] * dT[i];
+                    for (int kk = 1; kk <= j; kk++) {
+                        const double l = lj[kk];
+                        const double *restrict col = dT + (size_t)kk * CPU_BLOCK;
+                        for (int i = 0; i < nb; i++) zj[i] += l * col[i];
                     }
-                    c->q[r0 + i] = qq;
-                    c->zw[r0 + i] = zz;
-                    if (qq > qmax) qmax = qq;
+                    for (int i = 0; i < nb; i++) {
+                        qv[i] += zj[i] * zj[i];
+                        zwv[i] += zj[i] * wj;
+                    }
+                }
+                for (int i = 0; i < nb; i++) {
+                    c->q[r0 + i] = qv[i];
+                    c->zw[r0 + i] = zwv[i];
+                    if (qv[i] > qmax) qmax = qv[i];
                 }
                 continue;
             }
@@ -142,8 +156,8 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     {
         const int tid = omp_get_thread_num();
         double *acc = c->tstats + (size_t)tid * (size_t)len;
-        double *wb = c->tbuf + (size_t)tid * (size_t)(2 * CPU_BLOCK * d + CPU_BLOCK);
-        double *ub = wb + (size_t)CPU_BLOCK * d;
+        double *wb = c->tbuf + (size_t)tid * (size_t)CPU_TBUF(d);
+        double *ub = wb + (size_t)CPU_BLOCK * d; /* [CPU_BLOCK] */
         const ghf_bessel_plan *plan = c->plan;
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
@@ -175,24 +189,43 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             acc[GHF_ST_NBAD] += bad;
             double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
             if (d <= c->small_d) {
-                /* block partial sums (lower triangle of s6), then one add */
-                double *p4 = wb, *p5 = wb + d, *p6 = wb + 2 * d;
-                memset(wb, 0, (size_t)(2 * d + d * d) * sizeof(double));
-                for (int i = 0; i < nb; i++) {
-                    const double *xi = xb + (size_t)i * d;
-                    const double u = ub[i];
-                    for (int j = 0; j < d; j++) {
-                        const double ux = u * xi[j];
-                        p4[j] += xi[j];
-                        p5[j] += ux;
-                        double *row = p6 + (size_t)j * d;
-                        for (int k = 0; k <= j; k++) row[k] += ux * xi[k];
-                    }
+                /* block partial sums as dot products over the block's rows
+                 * (columns contiguous).  Two interleaved accumulators per
+                 * dot product: the compiler keeps them in one vector
+                 * register without reassociating anything. */
+                double *restrict xT = wb, *restrict ux = wb + (size_t)CPU_BLOCK * d + CPU_BLOCK; /* after ub */
+                const int nb2 = nb & ~1;
+                for (int j = 0; j < d; j++) {
+                    double *restrict col = xT + (size_t)j * CPU_BLOCK;
+                    for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j];
                 }
                 for (int j = 0; j < d; j++) {
-                    s4[j] += p4[j];
-                    s5[j] += p5[j];
-                    for (int k = 0; k <= j; k++) s6[j * d + k] += p6[j * d + k];
+                    const double *restrict xj = xT + (size_t)j * CPU_BLOCK;
+                    for (int i = 0; i < nb; i++) ux[i] = ub[i] * xj[i];
+                    double a4[2] = {0.0, 0.0}, a5[2] = {0.0, 0.0};
+                    for (int i = 0; i < nb2; i += 2) {
+                        a4[0] += xj[i];
+                        a4[1] += xj[i + 1];
+                        a5[0] += ux[i];
+                        a5[1] += ux[i + 1];
+                    }
+                    if (nb2 < nb) {
+                        a4[0] += xj[nb2];
+                        a5[0] += ux[nb2];
+                    }
+                    s4[j] += a4[0] + a4[1];
+                    s5[j] += a5[0] + a5[1];
+                    double *row = s6 + (size_t)j * d;
+                    for (int kk = 0; kk <= j; kk++) {
+                        const double *restrict xk = xT + (size_t)kk * CPU_BLOCK;
+                        double a6[2] = {0.0, 0.0};
+                        for (int i = 0; i < nb2; i += 2) {
+                            a6[0] += ux[i] * xk[i];
+                            a6[1] += ux[i + 1] * xk[i + 1];
+                        }
+                        if (nb2 < nb) a6[0] += ux[nb2] * xk[nb2];
+                        row[kk] += a6[0] + a6[1];
+                    }
                 }
                 continue;
             }
@@ -249,7 +282,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->q = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
     c->zw = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
     c->tstats = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(double));
-    c->tbuf = malloc((size_t)c->nthreads * (size_t)(2 * CPU_BLOCK * d + CPU_BLOCK) * sizeof(double));
+    c->tbuf = malloc((size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double));
     c->plan = malloc(sizeof *c->plan);
     if (!c->q || !c->zw || !c->tstats || !c->tbuf || !c->plan) goto oom;
     return be;
