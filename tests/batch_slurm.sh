@@ -39,6 +39,10 @@ stop_pidfile() { # stop the daemon whose pid is in $1 (only if it is still that 
   rm -f "$f"
 }
 stop_all() {
+  # cancel what is still queued or running on the test cluster, then stop the daemons
+  if [ -s $RUN/slurmctld.pid ] && [ -e "$W/slurm.conf" ]; then
+    SLURM_CONF="$W/slurm.conf" timeout 10 scancel --quiet --user=root 2> /dev/null && sleep 1
+  fi
   stop_pidfile $RUN/slurmd.pid slurmd
   stop_pidfile $RUN/slurmctld.pid slurmctld
   [ -e $RUN/munged.ours ] && { stop_pidfile /run/munge/munged.pid munged; rm -f $RUN/munged.ours; }
@@ -46,7 +50,13 @@ stop_all() {
 stop_all   # leftovers of an earlier run
 rm -rf "$W"; mkdir -p "$W/state" "$W/spool" "$W/log"
 cd "$W"
-trap 'echo "--- stopping the Slurm daemons"; stop_all' EXIT
+trap 'echo "--- stopping the Slurm daemons"; stop_all; [ -n "${watchdog:-}" ] && kill $watchdog 2>/dev/null' EXIT
+# a watchdog well inside ctest's timeout, so that the daemons are always stopped
+# (its output goes to /dev/null: a sleep holding ctest's pipe would delay the end)
+budget=${GHFIT_SLURM_TEST_BUDGET:-240}
+( exec > /dev/null 2>&1; sleep "$budget" & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$ ) &
+watchdog=$!
+trap 'echo "FAIL: the time budget of $budget s was exceeded"; exit 1' TERM
 
 # ---- munge: reuse a working one, else start it -------------------------------------------
 if ! munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then
@@ -59,7 +69,8 @@ fi
 munge -n | unmunge > /dev/null || { echo "FAIL: munge does not work"; exit 1; }
 
 # ---- slurm.conf (own ports, dirs, pid files) ---------------------------------------------
-HOST=$(hostname -s); CPUS=$(nproc)
+# (nproc honours OMP_NUM_THREADS, which ctest sets to 1: ask for every online CPU)
+HOST=$(hostname -s); CPUS=$(getconf _NPROCESSORS_ONLN)
 MEM=$(( $(awk '/MemTotal/{print $2}' /proc/meminfo) / 1024 - 512 ))
 cat > slurm.conf <<EOF
 ClusterName=ghfittest
