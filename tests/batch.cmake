@@ -14,5 +14,5 @@ set_tests_properties(batch_ckpt PROPERTIES LABELS "mpi;batch" TIMEOUT 600 PROCES
 # (exit 77) when Slurm/munge are not installed.
 add_test(NAME batch_slurm COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slurm.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm)
-set_tests_properties(batch_slurm PROPERTIES LABELS "slurm;batch" TIMEOUT 300 PROCESSORS 2
+set_tests_properties(batch_slurm PROPERTIES LABELS "slurm;batch" TIMEOUT 500 PROCESSORS 2
   SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")

@@ -27,6 +27,9 @@ done
 
 RUN=/run/ghfit-test-slurm
 mkdir -p "$RUN"
+# one test cluster per machine: concurrent runs (several build trees) take turns
+exec 9> "$RUN/lock"
+flock -w 200 9 || { echo "FAIL: another batch_slurm run holds $RUN/lock"; exit 1; }
 stop_pidfile() { # stop the daemon whose pid is in $1 (only if it is still that program)
   local f=$1 prog=$2 pid
   [ -s "$f" ] || return 0
