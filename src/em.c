@@ -256,8 +256,9 @@ static void sq_pack(const ghf_params *t, double *v)
     for (int i = 0; i < d; i++)
         for (int j = 0; j <= i; j++) v[k++] = t->sigma[i * d + j];
     v[k++] = t->p;
-    v[k++] = log(t->a);
-    v[k++] = log(t->b);
+    /* on a face (a = 0 or b = 0) the coordinate is held at 0 */
+    v[k++] = t->a > 0.0 ? log(t->a) : 0.0;
+    v[k++] = t->b > 0.0 ? log(t->b) : 0.0;
 }
 
 static void sq_unpack(const double *v, ghf_params *t)
@@ -276,11 +277,22 @@ static void sq_unpack(const double *v, ghf_params *t)
     t->b = exp(v[k++]);
 }
 
+/* 1 if a (which = 0) or b (which = 1) is 0 in all of t0, t1, t2; -1 if it is
+ * 0 in some but not all (no extrapolation across a face); 0 otherwise. */
+static int sq_face(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, int which)
+{
+    const double x0 = which ? t0->b : t0->a, x1 = which ? t1->b : t1->a, x2 = which ? t2->b : t2->a;
+    const int n0 = (x0 == 0.0) + (x1 == 0.0) + (x2 == 0.0);
+    return n0 == 3 ? 1 : (n0 == 0 ? 0 : -1);
+}
+
 /* theta' = t0 - 2 alpha r + alpha^2 v.  Returns 0, or -1 if the point is unusable. */
 static int squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, ghf_family fam,
                          ghf_params *out)
 {
     const int d = t0->d, n = sq_len(d);
+    const int face_a = sq_face(t0, t1, t2, 0), face_b = sq_face(t0, t1, t2, 1);
+    if (face_a < 0 || face_b < 0) return -1;
     double *a = malloc(3 * (size_t)n * sizeof(double));
     if (!a) return -1;
     double *x0 = a, *x1 = a + n, *x2 = a + 2 * n;
@@ -304,7 +316,10 @@ static int squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_p
         }
         sq_unpack(x2, out);
         if (fam == GHF_FAMILY_NIG) out->p = -0.5;
-        rc = (ghf_params_finite(out) && fabs(out->p) <= 50.0 && out->a > 0 && out->b > 0) ? 0 : -1;
+        if (face_a) out->a = 0.0;
+        if (face_b) out->b = 0.0;
+        rc = (ghf_params_finite(out) && fabs(out->p) <= 50.0 && (out->a > 0 || face_a) && (out->b > 0 || face_b) &&
+              (!face_a || out->p < 0) && (!face_b || out->p > 0)) ? 0 : -1;
     }
     free(a);
     return rc;
