@@ -234,17 +234,21 @@ class Normix:
         r = self.run("time", data, model, cap,
                      ["--config", config, "--iters", str(iters)])
         if r["status"] == "capped":
-            # Lower bound on the time per iteration from what finished.
+            # Lower bound on the time per iteration from what finished: after
+            # the cold call, the 1 + (1+K) iterations of the two warm calls did
+            # not fit in the time left (their small fixed per-call cost is
+            # neglected); once the 1-iteration warm call is known,
+            # T(1+K) = T(1) + K*per > time spent in it.
             ev = {e["event"]: e for e in r["events"]}
             if "cold" in ev:
                 r["first_call_s"] = ev["cold"]["seconds"]
-            if "warm1" in ev:
-                # the K-iteration call was running when the cap came
-                spent = r["wall_s"] - sum(e.get("seconds", 0.0) for e in r["events"]
-                                          if e["event"] in ("loaded", "cold", "warm1"))
-                r["per_iter_lb_s"] = max(spent - ev["warm1"]["seconds"], 0.0) / iters
-            elif "cold" in ev:
-                r["per_iter_lb_s"] = None
+                left = r["wall_s"] - ev["cold"]["seconds"] - ev.get("loaded", {}).get("seconds", 0.0)
+                lb = max(left, 0.0) / (2 + iters)
+                if "warm1" in ev:
+                    r["warm1_s"] = ev["warm1"]["seconds"]
+                    spent = left - ev["warm1"]["seconds"]
+                    lb = max(lb, (spent - ev["warm1"]["seconds"]) / iters)
+                r["per_iter_lb_s"] = lb
         return r
 
 
@@ -297,10 +301,42 @@ def select_normix(args, gh, nx, model, datadir, results):
         "n": n, "d": d, "seed": seed, "iters": args.select_iters,
         "cap_s": args.select_cap, "best": best["config"],
         "candidates": [{k: r.get(k) for k in ("config", "status", "per_iter_s",
-                                              "per_iter_lb_s", "first_call_s", "wall_s")}
+                                              "per_iter_lb_s", "first_call_s", "warm1_s",
+                                              "wall_s", "events")}
                        for r in rows]}
     log("normix best configuration for %s: %s" % (model, best["config"]))
     return best["config"]
+
+
+def normix_converge(args, nx, case, path, model, cfg):
+    r = case["normix"]
+    # normix's own fit to convergence; when its time per iteration says the
+    # iteration limit cannot be reached inside the cap, the limit is lowered
+    # so that it returns (not converged) with the log-likelihood it reached.
+    max_iter = args.conv_max_iter
+    init = args.normix_init
+    per = r.get("per_iter_s") or r.get("per_iter_lb_s")
+    if per:
+        fixed = r.get("first_call_s") or 0.0
+        if init == "default" and model == "gh":
+            # GH default_init = three 5-iteration lax.scan fits of the
+            # sub-families (each compiled); when that alone would eat half
+            # the cap, start from normix's moment init instead (said so).
+            init_cost = 15 * per + 3 * fixed
+            if init_cost > 0.5 * args.cap:
+                init = "moment"
+                case["normix_init_fallback"] = "default_init estimated %.0f s" % init_cost
+        budget = int((args.cap * args.conv_budget_frac - fixed) / per)
+        if budget < max_iter:
+            max_iter = max(budget, 3)
+            case["normix_conv_budget"] = max_iter
+    case["normix_conv_init"] = init
+    conv = nx.run("converge", path, model, args.cap,
+                  ["--config", cfg, "--tol", repr(args.normix_tol),
+                   "--max-iter", str(max_iter), "--init", init])
+    case["normix_conv"] = conv
+    log("  normix converge %s" % {k: conv.get(k) for k in
+                                  ("status", "n_iter", "total_s", "ll_total")})
 
 
 def run_case(args, gh, nx, model, n, d, cfg, datadir, gpu):
@@ -354,22 +390,7 @@ def run_case(args, gh, nx, model, n, d, cfg, datadir, gpu):
         log("  normix eval of ghfit's answer %s" % {k: ev.get(k) for k in (
             "status", "ll_total", "polish_ll_total")})
 
-    # normix's own fit to convergence; when its time per iteration says the
-    # iteration limit cannot be reached inside the cap, the limit is lowered
-    # so that it returns (not converged) with the log-likelihood it reached.
-    max_iter = args.conv_max_iter
-    per = r.get("per_iter_s") or r.get("per_iter_lb_s")
-    if per:
-        budget = int(args.cap * args.conv_budget_frac / per)
-        if budget < max_iter:
-            max_iter = max(budget, 3)
-            case["normix_conv_budget"] = max_iter
-    conv = nx.run("converge", path, model, args.cap,
-                  ["--config", cfg, "--tol", repr(args.normix_tol),
-                   "--max-iter", str(max_iter), "--init", args.normix_init])
-    case["normix_conv"] = conv
-    log("  normix converge %s" % {k: conv.get(k) for k in
-                                  ("status", "n_iter", "total_s", "ll_total")})
+    normix_converge(args, nx, case, path, model, cfg)
     case["loadavg_end"] = os.getloadavg()
     if not args.keep_data and n >= 10 ** 6:
         os.unlink(path)
@@ -494,7 +515,9 @@ def write_table(results, out):
     sel = results.get("selection", {})
     for model, s in sel.items():
         cand = "; ".join("%s: %s" % (c["config"], f_time(c["per_iter_s"]) if c["status"] == "ok"
-                                     else c["status"]) for c in s["candidates"])
+                                     else "%s%s" % (c["status"], " (>= %s)" % f_time(c["per_iter_lb_s"])
+                                                    if c.get("per_iter_lb_s") else ""))
+                         for c in s["candidates"])
         L.append("normix configuration for %s (E-step/M-step backend/M-step method), chosen "
                  "as the fastest per iteration on N=%s, d=%d, %d iterations: **%s**  (%s)\n"
                  % (model.upper(), fmt_n(s["n"]), s["d"], s["iters"], s["best"], cand))
@@ -549,8 +572,9 @@ def write_table(results, out):
         s = c["summary"]
         nc = c.get("normix_conv", {})
         if nc.get("status") == "ok":
-            niter = "%d%s" % (nc["n_iter"], "" if nc["converged"] else (
-                " (budget, not conv.)" if c.get("normix_conv_budget") else " (not conv.)"))
+            niter = "%d%s%s" % (nc["n_iter"], "" if nc["converged"] else (
+                " (budget, not conv.)" if c.get("normix_conv_budget") else " (not conv.)"),
+                ", moment init" if c.get("normix_init_fallback") else "")
             ntime = f_time(nc["total_s"])
             nll = "%.10g" % nc["ll_total"]
         else:
@@ -696,6 +720,10 @@ def main():
     ap.add_argument("--select-cap", type=float, default=150.0)
     ap.add_argument("--seed-base", type=int, default=20260000)
     ap.add_argument("--keep-data", action="store_true", help="keep the N = 1e6 files")
+    ap.add_argument("--rerun-normix-conv", action="store_true",
+                    help="with --resume: redo normix's convergence run of kept cases where it failed")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the selection and the finished cases of <out>/results.json")
     ap.add_argument("--first", default="gh:1000000:10",
                     help="run this case first (model:N:d), the acceptance case")
     args = ap.parse_args()
@@ -753,7 +781,8 @@ def main():
     models = args.models.split(",")
     ns = [int(float(x)) for x in args.ns.split(",")]
     ds = [int(x) for x in args.ds.split(",")]
-    grid = [(m, n, d) for m in models for n in ns for d in ds]
+    # cheapest first (by N), so that a run stopped early has the small cases
+    grid = [(m, n, d) for n in ns for m in models for d in ds]
     fm, fn, fd = args.first.split(":")
     first = (fm, int(float(fn)), int(fd))
     if first in grid:
@@ -771,9 +800,37 @@ def main():
         write_table(results, args.out)
         plot(results, args.out)
 
+    if args.resume and os.path.exists(json_path):
+        with open(json_path) as f:
+            old = json.load(f)
+        results["selection"] = old.get("selection", {})
+        for sel in results["selection"].values():  # bounds for older files
+            for c in sel["candidates"]:
+                if c["status"] == "capped" and c.get("first_call_s") and c.get("wall_s"):
+                    lb = (c["wall_s"] - c["first_call_s"]) / (2 + sel["iters"])
+                    c["per_iter_lb_s"] = max(c.get("per_iter_lb_s") or 0.0, lb)
+        results["cases"] = [c for c in old.get("cases", []) if (c["model"], c["n"], c["d"]) in grid]
+        results["meta"]["resumed_from"] = old["meta"].get("started")
+        results["meta"]["loadavg_start"] = old["meta"].get("loadavg_start", results["meta"]["loadavg_start"])
+        results["meta"]["started"] = old["meta"].get("started", results["meta"]["started"])
+        done = {(c["model"], c["n"], c["d"]) for c in results["cases"]}
+        grid = [g for g in grid if g not in done]
+        for c in results["cases"]:
+            if args.rerun_normix_conv and c.get("normix_conv", {}).get("status") != "ok":
+                log("re-running normix converge of %s N=%s d=%d" % (c["model"], fmt_n(c["n"]), c["d"]))
+                if not os.path.exists(c["data"]):
+                    gh.generate(c["model"], c["n"], c["d"], c["seed"], c["data"], args.cap)
+                c["normix_conv_first"] = c.get("normix_conv")
+                normix_converge(args, nx, c, c["data"], c["model"], c["normix_config"])
+                if not args.keep_data and c["n"] >= 10 ** 6:
+                    os.unlink(c["data"])
+                save()
+        log("resume: %d cases kept, %d to run" % (len(done), len(grid)))
     cfgs = {}
     for m in models:
-        if args.normix_configs and len(args.normix_configs.split(",")) == 1:
+        if m in results["selection"] and not args.normix_configs:
+            cfgs[m] = results["selection"][m]["best"]
+        elif args.normix_configs and len(args.normix_configs.split(",")) == 1:
             cfgs[m] = args.normix_configs
         else:
             cfgs[m] = select_normix(args, gh, nx, m, datadir, results)
