@@ -640,7 +640,7 @@ def plot(results, out):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     models = sorted({c["model"] for c in results["cases"]}, key=lambda m: m != "gh")
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 5.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 6.6), squeeze=False)
     ds = sorted({c["d"] for c in results["cases"]})
     colors = dict(zip(ds, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]))
     for ax, model in zip(axes[0], models):
@@ -673,7 +673,7 @@ def plot(results, out):
         ax.set_ylabel("seconds per EM iteration")
         ax.set_title("%s: time per EM iteration" % model.upper())
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.suptitle("ghfit vs normix %s (%s, %d cores)" % (
         results["meta"]["normix_version"], results["meta"]["cpu"], results["meta"]["cores"]),
         fontsize=11)
@@ -727,6 +727,8 @@ def main():
     ap.add_argument("--rerun-normix-conv", action="store_true",
                     help="with --resume: redo normix's timing (no positive time) and convergence "
                     "(not ok) runs of kept cases")
+    ap.add_argument("--report-only", action="store_true",
+                    help="only rewrite table.md and the plot from <out>/results.json")
     ap.add_argument("--resume", action="store_true",
                     help="keep the selection and the finished cases of <out>/results.json")
     ap.add_argument("--first", default="gh:1000000:10",
@@ -743,6 +745,15 @@ def main():
             args.normix_configs = "cpu/cpu/newton"
         args.cap = min(args.cap, 240.0)
         args.select_cap = min(args.select_cap, 120.0)
+    if args.report_only:
+        jp = os.path.join(args.out, "results.json")
+        with open(jp) as f:
+            results = json.load(f)
+        for c in results["cases"]:
+            c["summary"] = summarize(c)
+        results["acceptance"] = acceptance(results)
+        print(write_table(results, args.out), plot(results, args.out))
+        return 0
     if not args.ghfit or not os.access(args.ghfit, os.X_OK):
         sys.exit("peers.py: no ghfit binary (set GHFIT or --ghfit): %r" % args.ghfit)
     args.ghfit = os.path.abspath(args.ghfit)
