@@ -508,7 +508,7 @@ def write_table(results, out):
     meta = results["meta"]
     L.append("# ghfit vs normix: side-by-side EM benchmark\n")
     L.append("Run %s on `%s` (%s, %d cores), load average at start %s.  "
-             "ghfit %s (`%s`); normix %s, jax %s, Python %s.  "
+             "%s (`%s`); normix %s, jax %s, Python %s.  "
              "Per-run cap %d s.  Mode: %s.\n" % (
                  meta["started"], meta["host"], meta["cpu"], meta["cores"],
                  "%.2f/%.2f/%.2f" % tuple(meta["loadavg_start"]),
