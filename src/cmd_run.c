@@ -770,8 +770,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
             }
         } else if (j->warm_start && w.valid && w.chain == s->chain && w.t.d == data->d &&
                    ghf_params_alloc(&init, data->d) == 0) {
-            ghf_params_copy(&init, &w.t);
-            for (int k = 0; k < data->d; k++) init.mu[k] = w.t.mu[k] - data->shift[k];
+            ghf_data_params_to_internal(data, &w.t, &init); /* w.t is in data coordinates */
             if (s->family == GHF_FAMILY_NIG) init.p = -0.5;
             if (s->fix_p) init.p = s->p;
             have_init = 1;
@@ -812,7 +811,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
             break;
         }
         ghf_fit_out_gather(g->gcomm, &out);
-        warm_set(&w, s->chain, out.mu, &out.em.params, out.em.outcome != GHF_EM_FAILED);
+        warm_set(&w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED);
         if (g->grank == 0) {
             ghf_fit_record rec;
             ghf_fit_out_record(&out, dc.be->name, &rec);

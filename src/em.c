@@ -9,6 +9,9 @@
 #include "gig.h"
 #include "mstep.h"
 
+/* sqrt(ab) above which the fit is at the Gaussian boundary (CV of Y < 1e-4) */
+#define GHF_OMEGA_MAX 1e8
+
 void ghf_em_opts_defaults(ghf_em_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -119,6 +122,13 @@ static int mstep(em_ctx *e, ghf_family fam, const ghf_mstep_opts *mo, const ghf_
         return GHF_MSTEP_BOUNDARY;
     }
     ghf_params_normalize(next, e->g.logdet);
+    if (sqrt(next->a) * sqrt(next->b) > GHF_OMEGA_MAX) {
+        /* Y is then a constant to within 1e-4 relative: the data are
+         * indistinguishable from Gaussian and EM would creep towards
+         * sqrt(ab) = infinity for ever */
+        snprintf(why, whylen, "boundary: sqrt(ab) -> infinity (the Gaussian limit: the mixing variable degenerates)");
+        return GHF_MSTEP_BOUNDARY;
+    }
     if (!ghf_params_finite(next)) {
         snprintf(why, whylen, "non-finite parameters after the M-step");
         return GHF_MSTEP_FAILED;
@@ -411,7 +421,7 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
         goto out;
     }
     char why[256];
-    int phase = 0, cyc_iter = st.iter;
+    int phase = 0, cyc_iter = st.iter, flat_growth = 0;
     double ll_th1 = -INFINITY;
     for (;;) {
         const int k = st.iter;
@@ -517,6 +527,39 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
         if (print)
             printf("%siter %5d  loglik % .15e  dll % .3e  dpar %.3e  %.4f s\n", lab, k, ll, dll,
                    k > 0 ? dpar : 0.0, MPI_Wtime() - t_it);
+        /* The Gaussian limit: the log-likelihood has stopped changing while
+         * sqrt(ab) keeps growing (the MLE lies at sqrt(ab) = infinity). */
+        if (k > 0 && fabs(dll) < o->tol && dpar >= o->tol &&
+            st.cur.a * st.cur.b > st.prev.a * st.prev.b && st.cur.a * st.cur.b > 1e4)
+            flat_growth++;
+        else
+            flat_growth = 0;
+        if (flat_growth >= 50) {
+            /* EM creeps towards the supremum, the Gaussian law N(mean, cov).
+             * Try the near-Gaussian point of the family (gamma = 0,
+             * Sigma = cov, a = b = 1e8, so E[Y] = 1 to 1e-8): return it if its
+             * likelihood is higher than EM's current one. */
+            const char *bmsg = "boundary: sqrt(ab) -> infinity (the Gaussian limit: the log-likelihood no longer changes while the mixing variable degenerates)";
+            int took = 0;
+            if (k < max_iter) {
+                make_start(&nx, o, d, o->family == GHF_FAMILY_NIG ? -0.5 : st.cur.p, GHF_OMEGA_MAX, GHF_OMEGA_MAX);
+                const int grc = estep(&e, &nx, 0, err, errlen);
+                r->n_estep++;
+                if (grc == 1) {
+                    rc = 1;
+                    break;
+                }
+                const double llg = e.stats[GHF_ST_LL];
+                if (grc == 0 && e.stats[GHF_ST_NBAD] == 0 && isfinite(llg) && llg > ll) {
+                    st.trace[k + 1] = llg;
+                    finish(r, &nx, llg, k + 1, st.trace, GHF_EM_BOUNDARY,
+                           "boundary: sqrt(ab) -> infinity (the Gaussian limit); returned the near-Gaussian point sqrt(ab) = 1e8");
+                    took = 1;
+                }
+            }
+            if (!took) finish(r, &st.cur, ll, k, st.trace, GHF_EM_BOUNDARY, bmsg);
+            break;
+        }
         if (k > 0 && fabs(dll) < o->tol && dpar < o->tol) {
             if (st.cur.a == 0.0 || st.cur.b == 0.0)
                 finish(r, &st.cur, ll, k, st.trace, GHF_EM_CONVERGED,

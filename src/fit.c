@@ -41,6 +41,19 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
         ghf_data_free(out);
         return 2;
     }
+    /* Data near the limits of double (|x| > 2^500 or all |x| < 2^-500) are
+     * scaled by a power of two (exact), so that sums of squares neither
+     * overflow nor underflow; the results are mapped back on output. */
+    double amax = 0.0;
+    for (int64_t i = 0; i < s->nrows * d; i++) amax = fmax(amax, fabs(s->x[i]));
+    MPI_Allreduce(MPI_IN_PLACE, &amax, 1, MPI_DOUBLE, MPI_MAX, comm);
+    out->scale_log2 = 0;
+    if (amax > 0x1p500 || (amax > 0.0 && amax < 0x1p-500)) {
+        int e;
+        frexp(amax, &e);
+        out->scale_log2 = -e;
+        for (int64_t i = 0; i < s->nrows * d; i++) s->x[i] = ldexp(s->x[i], out->scale_log2);
+    }
     /* two passes for the mean (accurate even for data far from the origin) */
     for (int64_t i = 0; i < s->nrows; i++)
         for (int j = 0; j < d; j++) out->shift[j] += s->x[i * d + j];
@@ -83,20 +96,49 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     return 0;
 }
 
+void ghf_data_params_to_internal(const ghf_data *g, const ghf_params *in, ghf_params *out)
+{
+    const int d = in->d, k = g->scale_log2;
+    ghf_params_copy(out, in);
+    for (int j = 0; j < d; j++) {
+        out->mu[j] = ldexp(in->mu[j], k) - g->shift[j];
+        out->gamma[j] = ldexp(in->gamma[j], k);
+    }
+    for (int j = 0; j < d * d; j++) out->sigma[j] = ldexp(in->sigma[j], 2 * k);
+}
+
+void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params *out)
+{
+    const int d = in->d, k = g->scale_log2;
+    ghf_params_copy(out, in);
+    for (int j = 0; j < d; j++) {
+        out->mu[j] = ldexp(in->mu[j] + g->shift[j], -k);
+        out->gamma[j] = ldexp(in->gamma[j], -k);
+    }
+    if (k != 0) {
+        for (int j = 0; j < d * d; j++) out->sigma[j] = ldexp(in->sigma[j], -2 * k);
+        /* |Sigma| went from 1 to 2^(-2kd): back to the |Sigma| = 1 gauge */
+        ghf_params_normalize(out, -2.0 * k * d * GHF_LN2);
+    }
+}
+
 int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
 {
     const int d = data->d;
     out->d = d;
     out->n_obs = data->n_global;
-    out->mu = calloc((size_t)d, sizeof(double));
     out->mean = calloc((size_t)d, sizeof(double));
     out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
-    if (!out->mu || !out->mean || !out->cov) return 1;
-    const ghf_params *t = &out->em.params;
-    for (int j = 0; j < d; j++) out->mu[j] = t->mu[j] + data->shift[j];
-    out->moments_ok = ghf_params_moments(t, out->mean, out->cov) == 0;
-    if (out->moments_ok)
-        for (int j = 0; j < d; j++) out->mean[j] += data->shift[j];
+    if (!out->mean || !out->cov || ghf_params_alloc(&out->outp, d)) return 1;
+    ghf_data_params_to_data(data, &out->em.params, &out->outp);
+    out->mu = out->outp.mu;
+    if (data->scale_log2 != 0) {
+        /* f_data(x) = f_internal(2^k x - shift) 2^(k d) */
+        const double add = (double)data->n_global * d * data->scale_log2 * GHF_LN2;
+        out->em.loglik += add;
+        for (int i = 0; i < out->em.n_trace; i++) out->em.trace[i] += add;
+    }
+    out->moments_ok = ghf_params_moments(&out->outp, out->mean, out->cov) == 0;
     const int k = ghf_params_count(out->family, d);
     out->aic = -2.0 * out->em.loglik + 2.0 * k;
     out->bic = -2.0 * out->em.loglik + k * log((double)data->n_global);
@@ -122,7 +164,7 @@ int ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out)
 void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec)
 {
     memset(rec, 0, sizeof *rec);
-    const ghf_params *t = &out->em.params;
+    const ghf_params *t = &out->outp;
     rec->name = out->name;
     rec->family = ghf_family_name(out->family);
     rec->n_obs = out->n_obs;
@@ -155,7 +197,7 @@ void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_rec
 void ghf_fit_out_free(ghf_fit_out *out)
 {
     ghf_em_result_free(&out->em);
-    free(out->mu);
+    ghf_params_free(&out->outp);
     free(out->mean);
     free(out->cov);
     free(out->all_phases);
@@ -171,7 +213,7 @@ static void print_vec(const char *name, const double *v, int d)
 
 void ghf_fit_out_print(const ghf_fit_out *out, int verbose_params)
 {
-    const ghf_params *t = &out->em.params;
+    const ghf_params *t = &out->outp;
     const int d = out->d;
     printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", out->name, ghf_family_name(out->family),
            (long long)out->n_obs, d, out->em.n_iter, out->em.status);

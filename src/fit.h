@@ -19,7 +19,14 @@ typedef struct ghf_data {
     double *shift; /* [d] the global column means that were subtracted */
     double *cov;   /* [d*d] the global (biased) covariance */
     double *zero;  /* [d] zeros: the mean of the centred data */
+    int scale_log2; /* the rows were multiplied by 2^scale_log2 before centring
+                       (0 unless the data are near the limits of double) */
 } ghf_data;
+
+/* Parameters between data coordinates and the internal (scaled, centred)
+ * coordinates EM works in.  to_data also returns to the |Sigma| = 1 gauge. */
+void ghf_data_params_to_internal(const ghf_data *g, const ghf_params *in, ghf_params *out);
+void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params *out);
 
 /* Collective.  Centres s->x in place.  Returns 0, or 2 with a message if the
  * data are unusable (fewer than d + 1 rows, a constant column, ...). */
@@ -36,8 +43,10 @@ typedef struct ghf_fit_out {
     ghf_family family;
     int64_t n_obs;
     int d;
-    ghf_em_result em;  /* parameters in centred coordinates */
-    double *mu;        /* [d] mu + shift */
+    ghf_em_result em;  /* parameters in internal coordinates; loglik and trace
+                          in data coordinates after ghf_fit_out_finish */
+    ghf_params outp;   /* the fitted parameters in data coordinates */
+    double *mu;        /* [d] outp.mu */
     double *mean;      /* [d] E X in data coordinates */
     double *cov;       /* [d*d] Cov X */
     int moments_ok;
