@@ -60,6 +60,7 @@ z = rng.standard_normal((400, 3)); z[:, 2] = z[:, 0]
 with h5py.File("dup.h5", "w") as f: f["X"] = z
 w = rng.standard_normal((400, 2)) * 1e300
 with h5py.File("huge.h5", "w") as f: f["X"] = w
+with h5py.File("tiny.h5", "w") as f: f["X"] = w * 1e-300 * 1e-300
 t = rng.standard_normal((400, 2)); t[:200] = [0.3, -0.1]
 with h5py.File("ties.h5", "w") as f: f["X"] = t
 PY
@@ -74,7 +75,7 @@ PY
   expect 2 "strings.h5" -- fit --data strings.h5 --model gh --out out.h5
   expect 2 "column 1" -- fit --data const.h5 --model gh --out out.h5
   # degenerate but not invalid: a finite fit or one clear failure, never a crash
-  for f in dup huge ties; do
+  for f in dup huge tiny ties; do
     for m in gh nig; do
       n=$((n+1)); rm -f out.h5
       "$G" fit --data $f.h5 --model $m --out out.h5 --quiet --max-iter 300 >stdout.txt 2>stderr.txt; rc=$?
