@@ -1,13 +1,12 @@
 /* backend_cpu.c - the CPU E-step: OpenMP over row blocks, OpenBLAS for the
  * d x d work, one MPI_Allreduce of the statistics per iteration.
  *
- * Two passes over the shard per iteration:
- *   1. z = L^-1 (x - mu) for a block of rows (dtrmm), q = z.z, zw = z.w, and
- *      the largest q;
- *   2. the Bessel quantities at the iteration's order (through a fixed-order
- *      plan when the shard is large enough to pay for building it), the
- *      posterior moments, and the weighted sums s5 = X^T u (dgemv) and
- *      s6 = X^T diag(u) X (dsyrk on rows scaled by sqrt(u)).
+ * One pass over the shard per iteration, block by block: z = L^-1 (x - mu)
+ * (plain loops for small d, dtrmm above), q = z.z, zw = z.w; the Bessel
+ * quantities at the iteration's order (through a fixed-order plan built for a
+ * global bound on the arguments when the shard is large enough to pay for
+ * it); the posterior moments; and the weighted sums s5 = X^T u and
+ * s6 = X^T diag(u) X (dot products for small d, dgemv/dsyrk above).
  * Each thread sums into its own buffer; the buffers are added in thread
  * order, so a run is deterministic for a given number of threads. */
 #include <cblas.h>
@@ -23,8 +22,8 @@
 #define CPU_BLOCK 256
 /* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
 #define CPU_SMALL_D 32
-/* per-thread scratch: two blocks of rows and four row vectors */
-#define CPU_TBUF(d) (2 * CPU_BLOCK * (d) + 4 * CPU_BLOCK)
+/* per-thread scratch: two blocks of rows and five row vectors */
+#define CPU_TBUF(d) (2 * CPU_BLOCK * (d) + 5 * CPU_BLOCK)
 /* Build the plan only when the shard has this many rows per plan node. */
 #define CPU_PLAN_ROWS_PER_NODE 4
 
@@ -37,9 +36,9 @@ typedef struct cpu_impl {
     int len;
     int small_d;   /* d up to which plain loops replace BLAS */
     int plan_mode; /* -1 auto, 0 never, 1 always */
-    double *q, *zw;     /* [nrows] */
+    double xnorm_max;   /* largest row norm over all ranks */
     double *tstats;     /* [nthreads][len] */
-    double *tbuf;       /* [nthreads][2*CPU_BLOCK*d + CPU_BLOCK] */
+    double *tbuf;       /* [nthreads][CPU_TBUF(d)] */
     ghf_bessel_plan *plan;
 } cpu_impl;
 
@@ -48,14 +47,62 @@ static void cpu_destroy(ghf_backend *be)
     if (!be) return;
     cpu_impl *c = be->impl;
     if (c) {
-        free(c->q);
-        free(c->zw);
         free(c->tstats);
         free(c->tbuf);
         free(c->plan);
         free(c);
     }
     free(be);
+}
+
+/* q and zw of the block's rows (into qv, zwv); scratch has CPU_TBUF(d) doubles
+ * and the first CPU_BLOCK*d + 2*CPU_BLOCK of it are used. */
+static void block_qzw(const cpu_impl *c, const ghf_estep_input *in, const double *xb, int nb,
+                      double *scratch, double *qv, double *zwv)
+{
+    const int d = c->d;
+    if (d <= c->small_d) {
+        /* small d: the block transposed (columns contiguous), so every loop
+         * below runs over rows and vectorises */
+        double *restrict dT = scratch, *restrict zj = scratch + (size_t)CPU_BLOCK * d;
+        for (int j = 0; j < d; j++) {
+            const double m = in->mu[j];
+            double *col = dT + (size_t)j * CPU_BLOCK;
+            for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j] - m;
+        }
+        for (int i = 0; i < nb; i++) qv[i] = zwv[i] = 0.0;
+        for (int j = 0; j < d; j++) {
+            const double *lj = in->linv + (size_t)j * d;
+            const double wj = in->w[j];
+            for (int i = 0; i < nb; i++) zj[i] = lj[0] * dT[i];
+            for (int kk = 1; kk <= j; kk++) {
+                const double l = lj[kk];
+                const double *restrict col = dT + (size_t)kk * CPU_BLOCK;
+                for (int i = 0; i < nb; i++) zj[i] += l * col[i];
+            }
+            for (int i = 0; i < nb; i++) {
+                qv[i] += zj[i] * zj[i];
+                zwv[i] += zj[i] * wj;
+            }
+        }
+        return;
+    }
+    double *zb = scratch;
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < d; j++) zb[(size_t)i * d + j] = xb[(size_t)i * d + j] - in->mu[j];
+    /* Z = (X - mu) L^-T, i.e. row i becomes L^-1 (x_i - mu) */
+    cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, nb, d, 1.0, in->linv, d,
+                zb, d);
+    for (int i = 0; i < nb; i++) {
+        const double *zi = zb + (size_t)i * d;
+        double qq = 0.0, zz = 0.0;
+        for (int j = 0; j < d; j++) {
+            qq += zi[j] * zi[j];
+            zz += zi[j] * in->w[j];
+        }
+        qv[i] = qq;
+        zwv[i] = zz;
+    }
 }
 
 static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, char *err,
@@ -68,74 +115,20 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     const ghf_estep_consts kc = in->c;
     const double t0 = MPI_Wtime();
 
-    /* pass 1: quadratic forms */
-    double qmax = 0.0;
-#pragma omp parallel num_threads(c->nthreads) reduction(max : qmax)
-    {
-        double *zb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
-#pragma omp for schedule(static)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            const int64_t r0 = bi * CPU_BLOCK;
-            const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
-            const double *xb = c->x + (size_t)r0 * d;
-            if (d <= c->small_d) {
-                /* small d: the block transposed (columns contiguous), so every
-                 * loop below runs over rows and vectorises */
-                double *restrict dT = zb, *restrict zj = zb + (size_t)CPU_BLOCK * d;
-                double *restrict qv = zj + CPU_BLOCK, *restrict zwv = qv + CPU_BLOCK;
-                for (int j = 0; j < d; j++) {
-                    const double m = in->mu[j];
-                    double *col = dT + (size_t)j * CPU_BLOCK;
-                    for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j] - m;
-                }
-                for (int i = 0; i < nb; i++) qv[i] = zwv[i] = 0.0;
-                for (int j = 0; j < d; j++) {
-                    const double *lj = in->linv + (size_t)j * d;
-                    const double wj = in->w[j];
-                    for (int i = 0; i < nb; i++) zj[i] = lj[0] * dT[i];
-                    for (int kk = 1; kk <= j; kk++) {
-                        const double l = lj[kk];
-                        const double *restrict col = dT + (size_t)kk * CPU_BLOCK;
-                        for (int i = 0; i < nb; i++) zj[i] += l * col[i];
-                    }
-                    for (int i = 0; i < nb; i++) {
-                        qv[i] += zj[i] * zj[i];
-                        zwv[i] += zj[i] * wj;
-                    }
-                }
-                for (int i = 0; i < nb; i++) {
-                    c->q[r0 + i] = qv[i];
-                    c->zw[r0 + i] = zwv[i];
-                    if (qv[i] > qmax) qmax = qv[i];
-                }
-                continue;
-            }
-            for (int i = 0; i < nb; i++)
-                for (int j = 0; j < d; j++) zb[(size_t)i * d + j] = xb[(size_t)i * d + j] - in->mu[j];
-            /* Z = (X - mu) L^-T, i.e. row i becomes L^-1 (x_i - mu) */
-            cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, nb, d, 1.0,
-                        in->linv, d, zb, d);
-            for (int i = 0; i < nb; i++) {
-                const double *zi = zb + (size_t)i * d;
-                double qq = 0.0, zz = 0.0;
-                for (int j = 0; j < d; j++) {
-                    qq += zi[j] * zi[j];
-                    zz += zi[j] * in->w[j];
-                }
-                c->q[r0 + i] = qq;
-                c->zw[r0 + i] = zz;
-                if (qq > qmax) qmax = qq;
-            }
-        }
-    }
-
-    /* the fixed-order plan over this shard's range of Bessel arguments */
+    /* The plan's range of Bessel arguments, from global quantities only (so
+     * every rank builds the same pieces): q = |L^-1 (x - mu)|^2 <=
+     * |L^-1|_F^2 (max|x| + |mu|)^2.  Pieces lie on a fixed grid; arguments
+     * outside the built pieces fall back to direct evaluation. */
     int use_plan = 0;
-    if (n > 0) {
-        const double zmin = ghf_estep_arg(&kc, 0.0), zmax = ghf_estep_arg(&kc, qmax);
-        if (c->plan_mode != 0 && isfinite(zmax) && ghf_bessel_plan_setup(c->plan, kc.P, zmin, zmax) == 0) {
+    if (n > 0 && c->plan_mode != 0) {
+        double lf = 0.0, mu2 = 0.0;
+        for (int i = 0; i < d * d; i++) lf += in->linv[i] * in->linv[i];
+        for (int j = 0; j < d; j++) mu2 += in->mu[j] * in->mu[j];
+        const double r = c->xnorm_max + sqrt(mu2);
+        const double zmin = ghf_estep_arg(&kc, 0.0), zmax = ghf_estep_arg(&kc, lf * r * r);
+        if (isfinite(zmax) && ghf_bessel_plan_setup(c->plan, kc.P, zmin, zmax) == 0) {
             const int nn = ghf_bessel_plan_num_nodes(c->plan);
-            if (c->plan_mode == 1 || (c->plan_mode < 0 && (int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= n)) {
+            if (c->plan_mode == 1 || (int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= n) {
                 use_plan = 1;
                 const int np = ghf_bessel_plan_num_pieces(c->plan);
 #pragma omp parallel num_threads(c->nthreads)
@@ -150,26 +143,30 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     }
     be->last_used_plan = use_plan;
 
-    /* pass 2: moments and sums */
+    /* one pass: quadratic forms, moments and sums, block by block */
     memset(c->tstats, 0, (size_t)c->nthreads * (size_t)len * sizeof(double));
 #pragma omp parallel num_threads(c->nthreads)
     {
         const int tid = omp_get_thread_num();
         double *acc = c->tstats + (size_t)tid * (size_t)len;
         double *wb = c->tbuf + (size_t)tid * (size_t)CPU_TBUF(d);
-        double *ub = wb + (size_t)CPU_BLOCK * d; /* [CPU_BLOCK] */
+        /* scratch layout: [CPU_BLOCK*d] rows | ub | ux | qv | zwv */
+        double *ub = wb + (size_t)CPU_BLOCK * d;
+        double *qv = ub + 2 * CPU_BLOCK, *zwv = qv + CPU_BLOCK;
+        double *scratch2 = wb + (size_t)CPU_BLOCK * d + 4 * CPU_BLOCK; /* [CPU_BLOCK*d + CPU_BLOCK] */
         const ghf_bessel_plan *plan = c->plan;
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
             const int64_t r0 = bi * CPU_BLOCK;
             const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
             const double *xb = c->x + (size_t)r0 * d;
+            block_qzw(c, in, xb, nb, scratch2, qv, zwv);
             double s1 = 0.0, s2 = 0.0, s3 = 0.0, ll = 0.0, bad = 0.0;
             for (int i = 0; i < nb; i++) {
-                const double q = c->q[r0 + i];
+                const double q = qv[i];
                 const double z = ghf_estep_arg(&kc, q);
                 const ghf_bessel_eval bk = use_plan ? ghf_bessel_plan_eval(plan, z) : ghf_bessel_fused(kc.P, z);
-                const ghf_point pt = ghf_estep_point(&kc, q, c->zw[r0 + i], bk);
+                const ghf_point pt = ghf_estep_point(&kc, q, zwv[i], bk);
                 if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
                     s1 += pt.u;
                     s2 += pt.v;
@@ -193,7 +190,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
                  * (columns contiguous).  Two interleaved accumulators per
                  * dot product: the compiler keeps them in one vector
                  * register without reassociating anything. */
-                double *restrict xT = wb, *restrict ux = wb + (size_t)CPU_BLOCK * d + CPU_BLOCK; /* after ub */
+                double *restrict xT = wb, *restrict ux = ub + CPU_BLOCK;
                 const int nb2 = nb & ~1;
                 for (int j = 0; j < d; j++) {
                     double *restrict col = xT + (size_t)j * CPU_BLOCK;
@@ -279,12 +276,19 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->plan_mode = -1;
     c->nthreads = omp_get_max_threads();
     if (c->nthreads < 1) c->nthreads = 1;
-    c->q = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
-    c->zw = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double));
     c->tstats = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(double));
     c->tbuf = malloc((size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double));
     c->plan = malloc(sizeof *c->plan);
-    if (!c->q || !c->zw || !c->tstats || !c->tbuf || !c->plan) goto oom;
+    if (!c->tstats || !c->tbuf || !c->plan) goto oom;
+    /* the largest row norm over all ranks bounds the Bessel arguments */
+    double xm = 0.0;
+    for (int64_t i = 0; i < nrows; i++) {
+        double r2 = 0.0;
+        for (int j = 0; j < d; j++) r2 += x[i * d + j] * x[i * d + j];
+        xm = fmax(xm, r2);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, comm);
+    c->xnorm_max = sqrt(xm);
     return be;
 oom:
     snprintf(err, errlen, "out of memory creating the CPU backend (%lld rows x %d)", (long long)nrows, d);
