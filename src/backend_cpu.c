@@ -20,6 +20,14 @@
 #include "bessel_plan.h"
 
 #define CPU_BLOCK 256
+/* The hot loops are also compiled for AVX2 and picked at run time (GCC
+ * function multiversioning); FP contraction stays off, so the results are
+ * the same bits on every x86-64. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define GHF_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GHF_CPU_CLONES
+#endif
 /* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
 #define CPU_SMALL_D 32
 /* per-thread scratch: two blocks of rows and five row vectors */
@@ -55,8 +63,90 @@ static void cpu_destroy(ghf_backend *be)
     free(be);
 }
 
+/* Small d: the block's partial sums s4 += sum x, s5 += sum u x and the lower
+ * triangle of s6 += sum u x x^T, as dot products over the block's rows
+ * (columns contiguous).  Two interleaved accumulators per dot product: the
+ * compiler keeps them in one vector register without reassociating anything,
+ * so every instruction set gives the same bits. */
+#if defined(__GNUC__)
+/* Four-lane accumulators: the sums are formed lane by lane in the same order
+ * whatever the vector width the compiler lowers them to. */
+typedef double ghf_v4d __attribute__((vector_size(32)));
+static inline double dot_v4(const double *a, const double *b, int n)
+{
+    ghf_v4d acc = {0.0, 0.0, 0.0, 0.0};
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        ghf_v4d va, vb;
+        memcpy(&va, a + i, sizeof va);
+        memcpy(&vb, b + i, sizeof vb);
+        acc += va * vb;
+    }
+    double t = 0.0;
+    for (; i < n; i++) t += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
+}
+static inline double sum_v4(const double *a, int n)
+{
+    ghf_v4d acc = {0.0, 0.0, 0.0, 0.0};
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        ghf_v4d va;
+        memcpy(&va, a + i, sizeof va);
+        acc += va;
+    }
+    double t = 0.0;
+    for (; i < n; i++) t += a[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
+}
+#else
+static inline double dot_v4(const double *a, const double *b, int n)
+{
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++) acc[l] += a[i + l] * b[i + l];
+    double t = 0.0;
+    for (; i < n; i++) t += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
+}
+static inline double sum_v4(const double *a, int n)
+{
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++) acc[l] += a[i + l];
+    double t = 0.0;
+    for (; i < n; i++) t += a[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
+}
+#endif
+
+/* Small d: the block's partial sums s4 += sum x, s5 += sum u x and the lower
+ * triangle of s6 += sum u x x^T, as dot products over the block's rows
+ * (columns contiguous), with four-lane accumulators (the same bits for every
+ * instruction set the function is compiled for). */
+GHF_CPU_CLONES
+static void block_sums_small(int d, const double *xb, int nb, const double *ub, double *restrict xT,
+                             double *restrict ux, double *s4, double *s5, double *s6)
+{
+    for (int j = 0; j < d; j++) {
+        double *restrict col = xT + (size_t)j * CPU_BLOCK;
+        for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j];
+    }
+    for (int j = 0; j < d; j++) {
+        const double *restrict xj = xT + (size_t)j * CPU_BLOCK;
+        for (int i = 0; i < nb; i++) ux[i] = ub[i] * xj[i];
+        s4[j] += sum_v4(xj, nb);
+        s5[j] += sum_v4(ux, nb);
+        double *row = s6 + (size_t)j * d;
+        for (int kk = 0; kk <= j; kk++) row[kk] += dot_v4(ux, xT + (size_t)kk * CPU_BLOCK, nb);
+    }
+}
+
 /* q and zw of the block's rows (into qv, zwv); scratch has CPU_TBUF(d) doubles
  * and the first CPU_BLOCK*d + 2*CPU_BLOCK of it are used. */
+GHF_CPU_CLONES
 static void block_qzw(const cpu_impl *c, const ghf_estep_input *in, const double *xb, int nb,
                       double *scratch, double *qv, double *zwv)
 {
@@ -186,44 +276,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             acc[GHF_ST_NBAD] += bad;
             double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
             if (d <= c->small_d) {
-                /* block partial sums as dot products over the block's rows
-                 * (columns contiguous).  Two interleaved accumulators per
-                 * dot product: the compiler keeps them in one vector
-                 * register without reassociating anything. */
-                double *restrict xT = wb, *restrict ux = ub + CPU_BLOCK;
-                const int nb2 = nb & ~1;
-                for (int j = 0; j < d; j++) {
-                    double *restrict col = xT + (size_t)j * CPU_BLOCK;
-                    for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j];
-                }
-                for (int j = 0; j < d; j++) {
-                    const double *restrict xj = xT + (size_t)j * CPU_BLOCK;
-                    for (int i = 0; i < nb; i++) ux[i] = ub[i] * xj[i];
-                    double a4[2] = {0.0, 0.0}, a5[2] = {0.0, 0.0};
-                    for (int i = 0; i < nb2; i += 2) {
-                        a4[0] += xj[i];
-                        a4[1] += xj[i + 1];
-                        a5[0] += ux[i];
-                        a5[1] += ux[i + 1];
-                    }
-                    if (nb2 < nb) {
-                        a4[0] += xj[nb2];
-                        a5[0] += ux[nb2];
-                    }
-                    s4[j] += a4[0] + a4[1];
-                    s5[j] += a5[0] + a5[1];
-                    double *row = s6 + (size_t)j * d;
-                    for (int kk = 0; kk <= j; kk++) {
-                        const double *restrict xk = xT + (size_t)kk * CPU_BLOCK;
-                        double a6[2] = {0.0, 0.0};
-                        for (int i = 0; i < nb2; i += 2) {
-                            a6[0] += ux[i] * xk[i];
-                            a6[1] += ux[i + 1] * xk[i + 1];
-                        }
-                        if (nb2 < nb) a6[0] += ux[nb2] * xk[nb2];
-                        row[kk] += a6[0] + a6[1];
-                    }
-                }
+                block_sums_small(d, xb, nb, ub, wb, ub + CPU_BLOCK, s4, s5, s6);
                 continue;
             }
             for (int i = 0; i < nb; i++) {
