@@ -120,6 +120,10 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m,
                                char *err, size_t errlen);
 /* Adds /fits/<name>; a duplicate name or invalid record is status 2. */
 int  ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, size_t errlen);
+/* Overwrites /fits/<name>/profile (seconds [n_ranks][n_phases] and min/mean/max)
+ * of a fit already added, e.g. once the write phase has been measured. */
+int  ghf_h5_out_set_profile(ghf_h5_writer *w, const char *name, int n_ranks, int n_phases,
+                            const double *phase_s, char *err, size_t errlen);
 /* Writes /summary, closes, fsyncs and renames the temp file into place, frees w
  * (also on failure, in which case the temp file is removed). */
 int  ghf_h5_out_commit(ghf_h5_writer *w, char *err, size_t errlen);

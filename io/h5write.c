@@ -537,3 +537,65 @@ done:
     H5Fclose(f);
     return rc;
 }
+
+/* ---------------------------------------------------------------------------
+ * Late profile update: the write phase of a fit is known only after its
+ * record was written, so the caller overwrites /fits/<name>/profile before
+ * the commit (same shape; the file stays atomic).
+ * ------------------------------------------------------------------------- */
+
+int ghf_h5_out_set_profile(ghf_h5_writer *w, const char *name, int n_ranks, int n_phases,
+                           const double *phase_s, char *err, size_t errlen)
+{
+    if (!w || w->f < 0 || !name || n_ranks < 1 || n_phases < 1 || !phase_s) {
+        ghf__seterr(err, errlen, "internal: invalid profile update");
+        return 2;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "/fits/%s/profile", name);
+    hid_t g = H5Gopen2(w->f, path, H5P_DEFAULT);
+    if (g < 0) {
+        ghf__seterr(err, errlen, "%s:%s: no such profile group", w->final_path, path);
+        return 2;
+    }
+    double *st = (double *)malloc(3 * (size_t)n_phases * sizeof(double));
+    int bad = !st;
+    if (st) {
+        double *mn = st, *me = st + n_phases, *mx = st + 2 * n_phases;
+        for (int j = 0; j < n_phases; j++) {
+            mn[j] = INFINITY;
+            mx[j] = -INFINITY;
+            me[j] = 0.0;
+            for (int k = 0; k < n_ranks; k++) {
+                const double v = phase_s[(size_t)k * n_phases + j];
+                mn[j] = v < mn[j] ? v : mn[j];
+                mx[j] = v > mx[j] ? v : mx[j];
+                me[j] += v;
+            }
+            me[j] /= n_ranks;
+        }
+        const char *names[4] = {"seconds", "min", "mean", "max"};
+        const double *src[4] = {phase_s, mn, me, mx};
+        const hssize_t want[4] = {(hssize_t)n_ranks * n_phases, n_phases, n_phases, n_phases};
+        for (int i = 0; i < 4 && !bad; i++) {
+            hid_t ds = H5Dopen2(g, names[i], H5P_DEFAULT);
+            if (ds < 0) {
+                bad = 1;
+                break;
+            }
+            hid_t sp = H5Dget_space(ds);
+            if (H5Sget_simple_extent_npoints(sp) != want[i] ||
+                H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, src[i]) < 0)
+                bad = 1;
+            H5Sclose(sp);
+            H5Dclose(ds);
+        }
+    }
+    free(st);
+    H5Gclose(g);
+    if (bad) {
+        ghf__seterr(err, errlen, "%s:%s: updating the profile failed", w->final_path, path);
+        return 1;
+    }
+    return 0;
+}

@@ -335,6 +335,13 @@ int ghf_cmd_fit(int argc, char **argv)
             /* the write phase of rank 0 is known only after writing: record it as measured so far */
             ghf_fit_out_record(&out, be->name, &rec);
             st = ghf_h5_out_add_fit(w, &rec, err, sizeof err);
+            if (!st) {
+                /* rank 0's write phase so far (the others do not write) */
+                const double tw1 = MPI_Wtime();
+                out.all_phases[GHF_PH_WRITE] = tw1 - tw;
+                out.all_phases[GHF_PH_TOTAL] = tw1 - t0;
+                st = ghf_h5_out_set_profile(w, out.name, size, GHF_NPHASES, out.all_phases, err, sizeof err);
+            }
             if (st) {
                 ghf_h5_out_abort(w);
             } else {
