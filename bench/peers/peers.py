@@ -564,7 +564,7 @@ def write_table(results, out):
              "log-likelihood gain of %d normix EM iterations started from ghfit's answer "
              "(EM is monotone: > 1e-8 would mean ghfit stopped short of the maximum).  "
              "'budget' = normix's iteration limit was lowered so that it returns inside the "
-             "cap (%.0f%% of the cap / its time per iteration).\n"
+             "cap ((%.0f%% of the cap - first call) / its time per iteration).\n"
              % (meta["normix_tol"], meta.get("normix_max_iter", meta["conv_max_iter"]), meta["normix_init"],
                 meta["polish_iters"], 100 * meta["conv_budget_frac"]))
     L.append("| model | N | d | ghfit iters | ghfit time | ghfit loglik | normix iters | "
