@@ -45,7 +45,11 @@ want=$(sha256sum "$req" | cut -d' ' -f1)
 if [ -x "$venv/bin/python" ] && py_ok "$venv/bin/python" && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "bench/peers/run.sh: reusing $venv"
 else
-    py=$(find_python) || die "normix needs Python >= 3.12 and none was found (set PYTHON=/path/to/python3.12)"
+    if ! py=$(find_python); then
+        # Debian 12 ships Python 3.11: the smoke test reports a skip (77), a real run fails
+        [ "${GHF_PEERS_SKIP_NO_PYTHON:-0}" = 1 ] && { echo "bench/peers/run.sh: SKIP: normix needs Python >= 3.12 and none was found (set PYTHON=/path/to/python3.12)"; exit 77; }
+        die "normix needs Python >= 3.12 and none was found (set PYTHON=/path/to/python3.12)"
+    fi
     echo "bench/peers/run.sh: creating $venv with $py ($("$py" --version 2>&1))"
     rm -rf "$venv"
     "$py" -m venv "$venv" || die "could not create the virtual environment $venv"
