@@ -6,10 +6,7 @@
 #include <string.h>
 
 #include "bessel.h"
-#if __has_include("gig_solver.h")
 #include "gig_solver.h"
-#define GHF_HAVE_GIG_SOLVER 1
-#endif
 
 /* GIG moments needed by the fixed-p solver, from Bessel ratios. */
 static void gig_mom(double p, double a, double b, double *einv, double *ey, double *einv2, double *ey2)
@@ -149,10 +146,6 @@ ghf_mstep_status ghf_mstep(ghf_family fam, const ghf_mstep_opts *o, const double
         next->a = a;
         next->b = b;
     } else {
-#ifndef GHF_HAVE_GIG_SOLVER
-        snprintf(why, whylen, "GIG solver not built");
-        return GHF_MSTEP_FAILED;
-#else
         ghf_gig_solver_opts so;
         ghf_gig_solver_defaults(&so);
         if (o && o->p_max > 0) so.p_max = o->p_max;
@@ -186,7 +179,6 @@ ghf_mstep_status ghf_mstep(ghf_family fam, const ghf_mstep_opts *o, const double
         next->p = out[0];
         next->a = out[1];
         next->b = out[2];
-#endif
     }
     return GHF_MSTEP_OK;
 }
