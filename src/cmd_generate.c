@@ -121,17 +121,9 @@ int ghf_cmd_generate(int argc, char **argv)
     /* Sigma = D^1/2 ((1 - rho) I + rho 1 1^T) D^1/2 */
     for (int i = 0; i < d; i++)
         for (int j = 0; j < d; j++) t.sigma[i * d + j] = sqrt(diag[i] * diag[j]) * (i == j ? 1.0 : rho);
-    /* Cholesky */
-    for (int j = 0; j < d; j++) {
-        double s = t.sigma[j * d + j];
-        for (int k = 0; k < j; k++) s -= L[j * d + k] * L[j * d + k];
-        if (!(s > 0)) { ghf_error0("--rho %g: Sigma is not positive definite for d = %d", rho, d); bad = 1; break; }
-        L[j * d + j] = sqrt(s);
-        for (int i = j + 1; i < d; i++) {
-            double v = t.sigma[i * d + j];
-            for (int k = 0; k < j; k++) v -= L[i * d + k] * L[j * d + k];
-            L[i * d + j] = v / L[j * d + j];
-        }
+    if (ghf_cholesky(d, t.sigma, L) != 0) {
+        ghf_error0("--rho %g: Sigma is not positive definite for d = %d", rho, d);
+        bad = 1;
     }
     if (bad) {
         ghf_params_free(&t);

@@ -93,8 +93,7 @@ void ghf_derived_free(ghf_derived *g)
     g->L = g->Linv = g->w = NULL;
 }
 
-/* Cholesky of a symmetric matrix (lower triangle read), row-major. */
-static int cholesky(int d, const double *S, double *L)
+int ghf_cholesky(int d, const double *S, double *L)
 {
     memset(L, 0, (size_t)d * (size_t)d * sizeof(double));
     for (int j = 0; j < d; j++) {
@@ -129,7 +128,7 @@ static void tri_inverse(int d, const double *L, double *Li)
 int ghf_derive(const ghf_params *t, ghf_derived *g)
 {
     const int d = t->d;
-    if (cholesky(d, t->sigma, g->L) != 0) return -1;
+    if (ghf_cholesky(d, t->sigma, g->L) != 0) return -1;
     tri_inverse(d, g->L, g->Linv);
     double logdet = 0.0;
     for (int j = 0; j < d; j++) logdet += 2.0 * log(g->L[j * d + j]);

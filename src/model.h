@@ -29,6 +29,11 @@ int  ghf_params_count(ghf_family f, int d);
 /* 1 if every entry is finite */
 int  ghf_params_finite(const ghf_params *t);
 
+/* Lower Cholesky factor L of a symmetric positive definite d x d matrix S
+ * (row-major; the lower triangle of S is read).  Returns 0, or -1 if S is not
+ * positive definite. */
+int  ghf_cholesky(int d, const double *S, double *L);
+
 /* Quantities derived from the parameters for one E-step. */
 typedef struct ghf_derived {
     int d;

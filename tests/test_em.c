@@ -22,16 +22,7 @@ static void draw(const ghf_params *t, int64_t n, uint64_t seed, double *x)
 {
     const int d = t->d;
     double *L = calloc((size_t)d * d, sizeof(double)), *z = calloc((size_t)d, sizeof(double));
-    for (int j = 0; j < d; j++) {
-        double s = t->sigma[j * d + j];
-        for (int k = 0; k < j; k++) s -= L[j * d + k] * L[j * d + k];
-        L[j * d + j] = sqrt(s);
-        for (int i = j + 1; i < d; i++) {
-            double v = t->sigma[i * d + j];
-            for (int k = 0; k < j; k++) v -= L[i * d + k] * L[j * d + k];
-            L[i * d + j] = v / L[j * d + j];
-        }
-    }
+    ghf_cholesky(d, t->sigma, L);
     for (int64_t i = 0; i < n; i++) {
         ghf_rng r;
         ghf_rng_seed(&r, seed, (uint64_t)i);
