@@ -5,21 +5,18 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bessel.h"
+#include "gig.h"
 #include "gig_solver.h"
 
-/* GIG moments needed by the fixed-p solver, from Bessel ratios. */
+/* GIG moments needed by the fixed-p solver: E[1/Y], E[Y], E[1/Y^2], E[Y^2]
+ * from the GIG helpers (exact down to the faces a = 0, b = 0). */
 static void gig_mom(double p, double a, double b, double *einv, double *ey, double *einv2, double *ey2)
 {
-    const double z = sqrt(a * b), lba = log(b) - log(a);
-    const double up = ghf_log_kv_ratio(p, z);          /* log K_{p+1}/K_p */
-    const double up2 = ghf_log_kv_ratio(p + 1.0, z);   /* log K_{p+2}/K_{p+1} */
-    const double dn = -ghf_log_kv_ratio(p - 1.0, z);   /* log K_{p-1}/K_p */
-    const double dn2 = -ghf_log_kv_ratio(p - 2.0, z);  /* log K_{p-2}/K_{p-1} */
-    *ey = exp(0.5 * lba + up);
-    *ey2 = exp(lba + up + up2);
-    *einv = exp(-0.5 * lba + dn);
-    *einv2 = exp(-lba + dn + dn2);
+    const ghf_gig_stats g = ghf_gig_stats_eval(p, a, b);
+    *einv = g.e_inv;
+    *ey = g.e_y;
+    *einv2 = g.h22 + g.e_inv * g.e_inv;
+    *ey2 = g.h33 + g.e_y * g.e_y;
 }
 
 int ghf_gig_solve_fixed_p(double p, double eta_inv, double eta_y, double a0, double b0, double *a,
