@@ -31,6 +31,8 @@ typedef struct bcase {
     int graph;  /* 1 graph, 0 eager */
     int zrange; /* 0 exact, 1 bound */
     int plan;   /* -1 auto, 0 direct */
+    int minb;   /* 0: the default kernel for d; -1: tensor-core sums; 2..4: register sums
+                   with that many blocks per SM */
 } bcase;
 
 /* Parameters matching ghf__cu_generate's law: mu_j = 0.1 (j mod 7),
@@ -98,20 +100,23 @@ int main(int argc, char **argv)
     const int64_t s = quick ? 100 : 1;
     const bcase cases[] = {
         /* graph launch + sync overhead: small problem, graph vs eager */
-        {"overhead", 100000 / s, 10, 0, 1, 0, -1},
-        {"overhead", 100000 / s, 10, 0, 0, 0, -1},
-        {"d10", 10000000 / s, 10, 0, 1, 0, -1},
-        {"d10", 10000000 / s, 10, 1, 1, 0, -1},
-        {"d10", 10000000 / s, 10, 0, 1, 1, -1},
-        {"d10", 10000000 / s, 10, 0, 0, 0, -1},
-        {"d10", 10000000 / s, 10, 0, 1, 0, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 0, -1},
-        {"d10", 100000000 / s, 10, 1, 1, 0, -1},
-        {"d10", 100000000 / s, 10, 0, 1, 1, -1},
-        {"d10", 100000000 / s, 10, 1, 1, 1, -1},
-        {"d100", 10000000 / s, 100, 0, 1, 0, -1},
-        {"d100", 10000000 / s, 100, 1, 1, 0, -1},
-        {"d100", 10000000 / s, 100, 0, 0, 0, -1},
+        {"overhead", 100000 / s, 10, 0, 1, 1, -1, 0},
+        {"overhead", 100000 / s, 10, 0, 0, 1, -1, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 1, -1, 0},
+        {"d10", 10000000 / s, 10, 1, 1, 1, -1, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 0, -1, 0},
+        {"d10", 10000000 / s, 10, 0, 0, 1, -1, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 1, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 0},
+        {"d10", 100000000 / s, 10, 1, 1, 1, -1, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 0, -1, 0},
+        {"d10", 100000000 / s, 10, 0, 0, 1, -1, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 2},
+        {"d3", 100000000 / s, 3, 0, 1, 1, -1, 0},
+        {"d3", 100000000 / s, 3, 0, 1, 1, -1, -1},
+        {"d100", 10000000 / s, 100, 0, 1, 1, -1, 0},
+        {"d100", 10000000 / s, 100, 1, 1, 1, -1, 0},
+        {"d100", 10000000 / s, 100, 0, 0, 1, -1, 0},
     };
     FILE *out = rank == 0 ? fopen(outpath, "w") : NULL;
     char line[512];
@@ -150,6 +155,8 @@ int main(int argc, char **argv)
         o.graph = c->graph;
         o.zrange = c->zrange;
         o.plan = c->plan;
+        o.mma = c->minb == 0 ? -1 : c->minb < 0;
+        o.minb = c->minb < 0 ? 0 : c->minb;
         ghf_backend *be = ghf_backend_cuda_create_opts(MPI_COMM_WORLD, NULL, nloc, c->d, &o, err, sizeof err);
         if (!be) {
             EMIT("| %s | %lld | %d | backend failed: %s |\n", c->what, (long long)c->n, c->d, err);
@@ -195,7 +202,9 @@ int main(int argc, char **argv)
             EMIT("| %s | %lld | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %.1f | %.6f |\n",
                  c->what, (long long)c->n, c->d, c->nig ? "NIG" : "GH", info.graph ? "graph" : "eager",
                  c->zrange ? "bound" : "exact", be->last_used_plan ? "plan" : "direct",
-                 info.fused ? "fused" : "cuBLAS", dm, hm, 1e3 * (hm - dm), gbs,
+                 !info.fused ? "cuBLAS"
+                 : info.mma  ? "fused, tensor-core sums"
+                             : "fused, register sums", dm, hm, 1e3 * (hm - dm), gbs,
                  100.0 * gbs / (peak * 1e3), stats[GHF_ST_LL] / stats[GHF_ST_N]);
             if (stats[GHF_ST_NBAD] != 0.0 || !isfinite(stats[GHF_ST_LL])) {
                 EMIT("#   warning: %g rows with non-finite results\n", stats[GHF_ST_NBAD]);

@@ -25,11 +25,18 @@ typedef struct ghf_cuda_opts {
     int plan;           /* -1 auto (plan when nrows >= plan_min_rows), 0 never, 1 always
                            (env GHFIT_CUDA_PLAN=auto|0|1) */
     int64_t plan_min_rows; /* env GHFIT_CUDA_PLAN_MIN_ROWS, default 4096 */
-    int zrange;         /* 0 exact: a pass over the rows for max q (default);
-                           1 bound: no pass, qmax from |L^-1|_F (R + |c - mu|)
+    int zrange;         /* 0 exact: a pass over the rows for max q;
+                           1 bound (default, as the CPU backend): no pass, qmax from
+                           |L^-1|_F (R + |c - mu|); the plan's pieces sit on a fixed
+                           grid, so both give the same values
                            (env GHFIT_CUDA_ZRANGE=exact|bound) */
     int fused_dmax;     /* fused kernel for d <= fused_dmax (<= GHF_CUDA_FUSED_DMAX);
                            0 forces the cuBLAS path (env GHFIT_CUDA_FUSED_DMAX) */
+    int mma;            /* fused kernel: 1 s5/s6 on the FP64 tensor cores (sm_80 and newer),
+                           0 per-thread register sums, -1 by d (default: tensor cores for
+                           d >= 7) (env GHFIT_CUDA_MMA) */
+    int minb;           /* register-sum kernel: resident blocks per SM its registers must
+                           allow (2, 3, 4; 0 default by d: no spills) (env GHFIT_CUDA_MINB) */
     int64_t chunk_bytes; /* cuBLAS path: rows per chunk = chunk_bytes / (8 d)
                             (env GHFIT_CUDA_CHUNK_MB, default 256) */
     double timeout_s;   /* give up waiting for one E-step after this long (0: never;
@@ -51,6 +58,7 @@ ghf_backend *ghf_backend_cuda_create_opts(MPI_Comm comm, const double *x, int64_
 typedef struct ghf_cuda_info {
     int device;        /* CUDA device ordinal used */
     int fused;         /* 1: fused kernel path; 0: cuBLAS path */
+    int mma;           /* fused path: 1 tensor-core sums, 0 register sums */
     int graph;         /* graph mode */
     int reduce;        /* ghf_cuda_reduce */
     int graph_nodes;   /* nodes in the captured graph (0 before capture) */

@@ -248,10 +248,20 @@ GHF_HD static inline void ghf_bessel_plan_build(ghf_bessel_plan *pl, double v, d
     for (int k = 0; k < ghf_bessel_plan_num_pieces(pl); k++) ghf_bessel_plan_finish_piece(pl, k);
 }
 
-/* four degree-15 polynomials at once by Estrin's scheme (lane-parallel so
- * that the compiler can use SIMD) */
+/* four degree-15 polynomials at once: on the host by Estrin's scheme
+ * (lane-parallel so that the compiler can use SIMD) */
 GHF_HD static inline void ghf__plan_estrin4(const double *c, double x, double *r)
 {
+#ifdef __CUDA_ARCH__
+    /* GPU: four interleaved Horner chains of fused multiply-adds (coefficient
+     * k of lane l is c[4k + l]); 4 live accumulators instead of Estrin's 32
+     * keeps the E-step kernels' register count, hence occupancy, up. */
+    double h[4];
+    for (int l = 0; l < 4; l++) h[l] = c[60 + l];
+    for (int k = 14; k >= 0; k--)
+        for (int l = 0; l < 4; l++) h[l] = fma(h[l], x, c[4 * k + l]);
+    for (int l = 0; l < 4; l++) r[l] = h[l];
+#else
     double x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
     double b[8][4];
     for (int m = 0; m < 8; m++)
@@ -261,7 +271,20 @@ GHF_HD static inline void ghf__plan_estrin4(const double *c, double x, double *r
     for (int m = 0; m < 2; m++)
         for (int l = 0; l < 4; l++) b[m][l] = b[2 * m][l] + b[2 * m + 1][l] * x4;
     for (int l = 0; l < 4; l++) r[l] = b[0][l] + b[1][l] * x8;
+#endif
 }
+
+/* Outside the plan's range: the fused evaluator.  On the GPU it is a real
+ * call, so that its registers do not count against the hot path of every
+ * kernel that evaluates a plan. */
+#ifdef __CUDACC__
+__host__ __device__ __noinline__ static ghf_bessel_eval ghf__plan_fallback(double v, double z)
+{
+    return ghf_bessel_fused(v, z);
+}
+#else
+#define ghf__plan_fallback ghf_bessel_fused
+#endif
 
 GHF_HD static inline ghf_bessel_eval ghf_bessel_plan_eval(const ghf_bessel_plan *pl, double z)
 {
@@ -280,7 +303,7 @@ GHF_HD static inline ghf_bessel_eval ghf_bessel_plan_eval(const ghf_bessel_plan 
             return r;
         }
     }
-    return ghf_bessel_fused(pl->v, z);
+    return ghf__plan_fallback(pl->v, z);
 }
 
 #endif /* GHF_BESSEL_PLAN_H */

@@ -77,12 +77,18 @@ cudaError_t ghf__cu_shard_summary(const double *xt, int64_t n, int d, int grid, 
 cudaError_t ghf__cu_generate(double *xt, int64_t n, int d, uint64_t seed, cudaStream_t s);
 
 /* ---- per iteration (captured) ------------------------------------------ */
-/* Fused path (d <= GHF_CUDA_FUSED_DMAX). */
+/* Fused path (d <= GHF_CUDA_FUSED_DMAX).  ghf__cu_pb_to_const first: the
+ * fused kernels read the parameter block from constant memory. */
+cudaError_t ghf__cu_pb_to_const(const double *pb, int d, cudaStream_t s);
 cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, const double *pb, int grid,
                                double *qpart, cudaStream_t s);
+/* mma: 1 s5 and s6 on the FP64 tensor cores (sm_80 or newer only), 0 in
+ * per-thread registers, -1 by d (tensor cores for d >= 7); minb (register kernel): 2, 3 or 4 resident blocks per
+ * SM for the register allocation, or 0 for ghf__cu_default_minb(d). */
+int ghf__cu_default_minb(int d);
 cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
-                                const void *plan, const int *plan_ok, int grid, double *part,
-                                cudaStream_t s);
+                                const void *plan, const int *plan_ok, int grid, int minb,
+                                int mma, double *part, cudaStream_t s);
 /* Reduce part[ne][grid] (entries of the fused layout, or only the first
  * GHF_CU_NSCAL when ne == GHF_CU_NSCAL) into stats (estep.h layout). */
 cudaError_t ghf__cu_reduce(const double *part, int ne, int grid, int d, double *stats,
@@ -94,6 +100,9 @@ cudaError_t ghf__cu_center(const double *xt, int64_t n, int64_t r0, int64_t m, i
                            const double *pb, double *zc, cudaStream_t s);
 cudaError_t ghf__cu_qzw(const double *zc, int64_t m, int d, const double *pb, double *q,
                         double *zw, cudaStream_t s);
+/* stats[s6 lower triangle] += sum over p < nparts of part[p][a + b d] (column-major
+ * d x d partial products), in order p = 0, 1, ... */
+cudaError_t ghf__cu_sum_s6(const double *part, int nparts, int d, double *stats, cudaStream_t s);
 cudaError_t ghf__cu_qmax_arr(const double *q, int64_t n, int grid, double *qpart, cudaStream_t s);
 cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, int64_t n, const double *pb,
                                const void *plan, const int *plan_ok, int grid, double *u,

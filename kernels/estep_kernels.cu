@@ -28,10 +28,22 @@
 #include "estep_cuda.h"
 
 #define GHF_CU_FULL 0xffffffffu
+#ifndef GHF_CU_MINB
+#define GHF_CU_MINB 4
+#endif
 
 /* ------------------------------------------------------------------------
  * Device helpers
  * ---------------------------------------------------------------------- */
+
+/* The fused kernels' copy of the parameter block, in constant memory: every
+ * thread reads the same mu, w and L^-1 entries, which then enter the
+ * multiply-adds as constant-bank operands instead of one shared-memory load
+ * each.  Refreshed from pb by a device-to-device copy node each iteration
+ * (ghf__cu_pb_to_const); one copy per process and device, so two fused
+ * backends must not run concurrently on one device (the program never does). */
+#define GHF_CU_CPB_LEN (GHF_CU_PB_HDR + 2 * GHF_CUDA_FUSED_DMAX + GHF_CUDA_FUSED_DMAX * GHF_CUDA_FUSED_DMAX)
+__constant__ double c_pb[GHF_CU_CPB_LEN];
 
 __device__ __forceinline__ ghf_estep_consts load_consts(const double *pb)
 {
@@ -125,38 +137,26 @@ __device__ __forceinline__ int entry_index(int e, int d)
     return ghf_stats_s6(d) + a * d + b;
 }
 
-/* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w for one row; the same
- * code (hence the same bits) in the range pass and the E-step pass. */
+/* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w for one row, from the
+ * constant parameter block; the same code (hence the same bits) in the range
+ * pass and the E-step pass. */
 template <int D>
-__device__ __forceinline__ void row_qzw(const double (&x)[D], const double *s_mu, const double *s_w,
-                                        const double *s_linv, double &q, double &zw)
+__device__ __forceinline__ void row_qzw(const double (&x)[D], double &q, double &zw)
 {
     double xc[D];
 #pragma unroll
-    for (int k = 0; k < D; k++) xc[k] = x[k] - s_mu[k];
+    for (int k = 0; k < D; k++) xc[k] = x[k] - c_pb[GHF_CU_PB_HDR + k];
     double qq = 0.0, zz = 0.0;
 #pragma unroll
     for (int a = 0; a < D; a++) {
         double z = 0.0;
 #pragma unroll
-        for (int k = 0; k <= a; k++) z += s_linv[a * D + k] * xc[k];
-        qq += z * z;
-        zz += z * s_w[a];
+        for (int k = 0; k <= a; k++) z = fma(c_pb[GHF_CU_PB_HDR + 2 * D + a * D + k], xc[k], z);
+        qq = fma(z, z, qq);
+        zz = fma(z, c_pb[GHF_CU_PB_HDR + D + a], zz);
     }
     q = qq;
     zw = zz;
-}
-
-template <int D>
-__device__ __forceinline__ void load_params_shared(const double *pb, double *s_mu, double *s_w,
-                                                   double *s_linv)
-{
-    for (int k = threadIdx.x; k < D; k += blockDim.x) {
-        s_mu[k] = pb[ghf__cu_pb_mu(D) + k];
-        s_w[k] = pb[ghf__cu_pb_w(D) + k];
-    }
-    for (int k = threadIdx.x; k < D * D; k += blockDim.x) s_linv[k] = pb[ghf__cu_pb_linv(D) + k];
-    __syncthreads();
 }
 
 /* ------------------------------------------------------------------------
@@ -168,8 +168,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const double *__restr
                                                            const double *__restrict__ pb,
                                                            double *__restrict__ qpart)
 {
-    __shared__ double s_mu[D], s_w[D], s_linv[D * D];
-    load_params_shared<D>(pb, s_mu, s_w, s_linv);
+    (void)pb;
     double m = 0.0;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -177,25 +176,27 @@ __global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const double *__restr
 #pragma unroll
         for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
         double q, zw;
-        row_qzw<D>(x, s_mu, s_w, s_linv, q, zw);
+        row_qzw<D>(x, q, zw);
         if (isfinite(q)) m = fmax(m, q);
     }
     m = block_max(m);
     if (threadIdx.x == 0) qpart[blockIdx.x] = m;
 }
 
-template <int D>
-__global__ void __launch_bounds__(GHF_CU_TPB)
+/* MINB: resident blocks per SM the register allocation must allow (2: no
+ * spills up to D = 12; 3 and 4 trade spills for occupancy; chosen at run time,
+ * see ghf__cu_estep_fused). */
+template <int D, int MINB>
+__global__ void __launch_bounds__(GHF_CU_TPB, MINB)
     k_estep_fused(const double *__restrict__ xt, int64_t n, const double *__restrict__ pb,
                   const ghf_bessel_plan *__restrict__ plan, const int *__restrict__ plan_ok,
                   double *__restrict__ part)
 {
     constexpr int NE = GHF_CU_NSCAL + D + D * (D + 1) / 2;
     constexpr int S5 = GHF_CU_NSCAL, S6 = GHF_CU_NSCAL + D;
-    __shared__ double s_mu[D], s_w[D], s_linv[D * D];
     __shared__ double s_red[GHF_CU_TPB / 32][NE];
-    load_params_shared<D>(pb, s_mu, s_w, s_linv);
-    const ghf_estep_consts c = load_consts(pb);
+    (void)pb;
+    const ghf_estep_consts c = load_consts(c_pb);
     const int use_plan = plan_ok ? *plan_ok : 0;
 
     double acc[NE];
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB)
 #pragma unroll
         for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
         double q, zw;
-        row_qzw<D>(x, s_mu, s_w, s_linv, q, zw);
+        row_qzw<D>(x, q, zw);
         const ghf_point r = row_point(c, q, zw, plan, use_plan);
         const bool ok = point_ok(r);
         const double u = ok ? r.u : 0.0;
@@ -222,7 +223,8 @@ __global__ void __launch_bounds__(GHF_CU_TPB)
             const double ux = u * x[a];
             acc[S5 + a] += ux;
 #pragma unroll
-            for (int b = 0; b <= a; b++) acc[S6 + a * (a + 1) / 2 + b] += ux * x[b];
+            for (int b = 0; b <= a; b++)
+                acc[S6 + a * (a + 1) / 2 + b] = fma(ux, x[b], acc[S6 + a * (a + 1) / 2 + b]);
         }
     }
 
@@ -236,6 +238,127 @@ __global__ void __launch_bounds__(GHF_CU_TPB)
     for (int e = threadIdx.x; e < NE; e += blockDim.x) {
         double v = s_red[0][e];
         for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
+        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
+    }
+}
+
+/* The same statistics with s5 and s6 from the FP64 tensor cores (sm_80+).
+ * Each warp takes 32 rows at a time: every lane evaluates its row's scalar
+ * part (quadratic form, Bessel plan, moments) as above, then the warp stages
+ * the rows' x (plus a column of ones) and u in shared memory and forms
+ * [X 1]^T diag(u) [X 1] with mma.m8n8k4 f64 in 8 steps of 4 rows, so that a lane
+ * holds 2 accumulators per 8 x 8 tile instead of D (D + 3) / 2 sums of its
+ * own: the register count, hence the occupancy, no longer grows with D.
+ * Row D of the product is s5; its lower triangle above is s6.  Fixed order
+ * throughout (deterministic); D + 1 <= 16. */
+__device__ __forceinline__ void mma_f64(double (&c)[2], double a, double b)
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                 : "+d"(c[0]), "+d"(c[1])
+                 : "d"(a), "d"(b));
+#else
+    (void)c;
+    (void)a;
+    (void)b;
+    __trap(); /* never launched below sm_80 (the host checks) */
+#endif
+}
+
+template <int D, int MINB>
+__global__ void __launch_bounds__(GHF_CU_TPB, MINB)
+    k_estep_mma(const double *__restrict__ xt, int64_t n, const double *__restrict__ pb,
+                const ghf_bessel_plan *__restrict__ plan, const int *__restrict__ plan_ok,
+                double *__restrict__ part)
+{
+    constexpr int NT = (D + 1 + 7) / 8; /* 8 x 8 tiles per side of the (D+1) x (D+1) product */
+    constexpr int LD = 8 * NT + 4;      /* staging row stride: conflict-free fragment loads */
+    constexpr int NW = GHF_CU_TPB / 32;
+    constexpr int NE = GHF_CU_NSCAL + D + D * (D + 1) / 2;
+    constexpr int S5 = GHF_CU_NSCAL, S6 = GHF_CU_NSCAL + D;
+    __shared__ double s_x[NW][32 * LD], s_u[NW][32];
+    __shared__ double s_red[NW][NE];
+    (void)pb;
+    const ghf_estep_consts c = load_consts(c_pb);
+    const int use_plan = plan_ok ? *plan_ok : 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int grp = lane >> 2, tig = lane & 3;
+    double *sx = s_x[warp], *su = s_u[warp];
+    for (int k = lane; k < 32 * LD; k += 32) sx[k] = 0.0; /* padding columns stay zero */
+    __syncwarp();
+
+    double acc[GHF_CU_NSCAL];
+#pragma unroll
+    for (int e = 0; e < GHF_CU_NSCAL; e++) acc[e] = 0.0;
+    double cf[NT][NT][2];
+#pragma unroll
+    for (int t0 = 0; t0 < NT; t0++)
+#pragma unroll
+        for (int t1 = 0; t1 < NT; t1++) cf[t0][t1][0] = cf[t0][t1][1] = 0.0;
+
+    const int64_t wstride = (int64_t)gridDim.x * NW * 32;
+    for (int64_t base = ((int64_t)blockIdx.x * NW + warp) * 32; base < n; base += wstride) {
+        const int64_t i = base + lane;
+        const bool in = i < n;
+        double x[D];
+#pragma unroll
+        for (int j = 0; j < D; j++) x[j] = in ? __ldg(xt + (int64_t)j * n + i) : 0.0;
+        double u = 0.0;
+        if (in) {
+            double q, zw;
+            row_qzw<D>(x, q, zw);
+            const ghf_point r = row_point(c, q, zw, plan, use_plan);
+            const bool ok = point_ok(r);
+            u = ok ? r.u : 0.0;
+            acc[0] += u;
+            acc[1] += ok ? r.v : 0.0;
+            acc[2] += ok ? r.l : 0.0;
+            acc[3] += ok ? r.ll : 0.0;
+            acc[4] += ok ? 0.0 : 1.0;
+        }
+#pragma unroll
+        for (int j = 0; j < D; j++) sx[lane * LD + j] = x[j];
+        sx[lane * LD + D] = in ? 1.0 : 0.0;
+        su[lane] = u;
+        __syncwarp();
+#pragma unroll
+        for (int ks = 0; ks < 8; ks++) {
+            const int row = 4 * ks + tig;
+            const double ur = su[row];
+            double a[NT], b[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                a[t] = sx[row * LD + 8 * t + grp];
+                b[t] = ur * a[t];
+            }
+#pragma unroll
+            for (int t0 = 0; t0 < NT; t0++)
+#pragma unroll
+                for (int t1 = 0; t1 <= t0; t1++) mma_f64(cf[t0][t1], a[t0], b[t1]);
+        }
+        __syncwarp();
+    }
+
+    /* lane holds rows m = 8 t0 + grp, columns 8 t1 + 2 tig + {0, 1} */
+#pragma unroll
+    for (int t0 = 0; t0 < NT; t0++)
+#pragma unroll
+        for (int t1 = 0; t1 <= t0; t1++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int m = 8 * t0 + grp, col = 8 * t1 + 2 * tig + h;
+                if (m < D && col <= m) s_red[warp][S6 + m * (m + 1) / 2 + col] = cf[t0][t1][h];
+                else if (m == D && col < D) s_red[warp][S5 + col] = cf[t0][t1][h];
+            }
+#pragma unroll
+    for (int e = 0; e < GHF_CU_NSCAL; e++) {
+        const double v = warp_sum(acc[e]);
+        if (lane == 0) s_red[warp][e] = v;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < NE; e += blockDim.x) {
+        double v = s_red[0][e];
+        for (int w = 1; w < NW; w++) v += s_red[w][e];
         part[(int64_t)e * gridDim.x + blockIdx.x] = v;
     }
 }
@@ -283,6 +406,20 @@ __global__ void k_qzw(const double *__restrict__ zc, int64_t m, int d, const dou
     }
 }
 
+__global__ void k_sum_s6(const double *__restrict__ part, int nparts, int d, double *__restrict__ stats)
+{
+    const int64_t dd = (int64_t)d * d;
+    double *s6 = stats + ghf_stats_s6(d);
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < dd;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        const int a = (int)(k / d), b = (int)(k - (int64_t)a * d);
+        if (b > a) continue;
+        double v = 0.0;
+        for (int p = 0; p < nparts; p++) v += part[p * dd + a + (int64_t)b * d];
+        s6[k] += v;
+    }
+}
+
 __global__ void k_qmax_arr(const double *__restrict__ q, int64_t n, double *__restrict__ qpart)
 {
     double m = 0.0;
@@ -295,7 +432,7 @@ __global__ void k_qmax_arr(const double *__restrict__ q, int64_t n, double *__re
     if (threadIdx.x == 0) qpart[blockIdx.x] = m;
 }
 
-__global__ void __launch_bounds__(GHF_CU_TPB)
+__global__ void __launch_bounds__(GHF_CU_TPB, GHF_CU_MINB)
     k_estep_rows(const double *__restrict__ q, const double *__restrict__ zw, int64_t n,
                  const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
                  const int *__restrict__ plan_ok, double *__restrict__ u, double *__restrict__ part)
@@ -592,12 +729,35 @@ extern "C" cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, co
     return cudaGetLastError();
 }
 
+extern "C" int ghf__cu_default_minb(int d)
+{
+    /* the most resident blocks whose register budget the kernel fits without
+     * spilling (ptxas -v, sm_90) */
+    return d <= 3 ? 4 : d <= 6 ? 3 : 2;
+}
+
 extern "C" cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
                                            const void *plan, const int *plan_ok, int grid,
-                                           double *part, cudaStream_t s)
+                                           int minb, int mma, double *part, cudaStream_t s)
 {
     const ghf_bessel_plan *pl = (const ghf_bessel_plan *)plan;
-#define ESTEP_CALL(D) k_estep_fused<D><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part)
+    /* measured on an H200 (N = 1e8): tensor-core sums 4.9 ms vs 6.0 ms in
+     * registers at d = 10; registers (4 blocks/SM) 2.6 ms vs 3.2 ms at d = 3.
+     * Auto: tensor cores from d = 7, where the register kernel drops to 2
+     * blocks/SM to avoid spills. */
+    if (mma < 0) mma = d >= 7;
+    if (minb <= 0) minb = ghf__cu_default_minb(d);
+#define ESTEP_CALL(D)                                                                        \
+    do {                                                                                     \
+        if (mma)                                                                             \
+            k_estep_mma<D, 4><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);     \
+        else if (minb >= 4)                                                                  \
+            k_estep_fused<D, 4><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);   \
+        else if (minb == 3)                                                                  \
+            k_estep_fused<D, 3><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);   \
+        else                                                                                 \
+            k_estep_fused<D, 2><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);   \
+    } while (0)
     GHF_CU_DISPATCH(d, ESTEP_CALL)
 #undef ESTEP_CALL
     return cudaGetLastError();
@@ -607,6 +767,21 @@ extern "C" cudaError_t ghf__cu_reduce(const double *part, int ne, int grid, int 
                                       cudaStream_t s)
 {
     k_reduce<<<ne, 256, 0, s>>>(part, grid, d, stats);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_pb_to_const(const double *pb, int d, cudaStream_t s)
+{
+    if (d < 1 || d > GHF_CUDA_FUSED_DMAX) return cudaErrorInvalidValue;
+    return cudaMemcpyToSymbolAsync(c_pb, pb, sizeof(double) * (size_t)ghf__cu_pb_len(d), 0,
+                                   cudaMemcpyDeviceToDevice, s);
+}
+
+extern "C" cudaError_t ghf__cu_sum_s6(const double *part, int nparts, int d, double *stats,
+                                      cudaStream_t s)
+{
+    if (nparts <= 0) return cudaSuccess;
+    k_sum_s6<<<blocks_for((int64_t)d * d, 256, 4096), 256, 0, s>>>(part, nparts, d, stats);
     return cudaGetLastError();
 }
 

@@ -49,6 +49,15 @@ ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *
     ghf_backend *be = NULL;
     int ok;
 #ifdef GHFIT_HAVE_CUDA
+    /* auto: a GPU of its own for every rank, or the CPU */
+    if (want_cuda == -1 && all_have && ghf_cuda_ranks_share_gpu(comm)) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        if (rank == 0)
+            fprintf(stderr, "ghfit: note: ranks would share a GPU (more ranks than GPUs on a node); "
+                            "--backend auto uses the CPU\n");
+        all_have = 0;
+    }
     if (all_have) {
         be = ghf_backend_cuda_create(comm, x, nrows, d, err, errlen);
         ok = be != NULL;

@@ -50,6 +50,9 @@ void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode);
 #ifdef GHFIT_HAVE_CUDA
 /* Number of usable CUDA devices on this rank; 0 on any error (no driver, no device). */
 int ghf_cuda_device_count(void);
+/* 1 if some ranks of a node would have to share a GPU (NCCL refuses that), or
+ * a node has more ranks than GPUs.  Collective over comm. */
+int ghf_cuda_ranks_share_gpu(MPI_Comm comm);
 ghf_backend *ghf_backend_cuda_create(MPI_Comm comm, const double *x, int64_t nrows, int d,
                                      char *err, size_t errlen);
 #endif

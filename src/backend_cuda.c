@@ -49,8 +49,11 @@ typedef struct cuda_impl {
     void *blas_ws;
     ncclComm_t nccl;
     int failed;
+    int capturing; /* enqueue() runs under stream capture */
     /* device */
     double *x, *pb, *stats, *part, *qpart, *s4, *bound, *q, *zw, *u, *zbuf, *consts;
+    double *s6part; /* cuBLAS path: per-batch d x d partial products of s6 */
+    int64_t kb;     /* rows per batch of the s6 product */
     void *plan;
     int *plan_ok;
     /* pinned host */
@@ -130,7 +133,9 @@ void ghf_cuda_opts_default(ghf_cuda_opts *o)
     o->graph = 1;
     o->plan = -1;
     o->plan_min_rows = 4096;
-    o->zrange = 0;
+    o->zrange = 1;
+    o->minb = 0;
+    o->mma = -1;
     o->fused_dmax = GHF_CUDA_FUSED_DMAX;
     o->chunk_bytes = (int64_t)256 << 20;
     o->timeout_s = 600.0;
@@ -142,9 +147,14 @@ void ghf_cuda_opts_default(ghf_cuda_opts *o)
         if (strcmp(s, "0") == 0) o->plan = 0;
         else if (strcmp(s, "1") == 0) o->plan = 1;
     }
-    if ((s = getenv("GHFIT_CUDA_ZRANGE")) && strcmp(s, "bound") == 0) o->zrange = 1;
+    if ((s = getenv("GHFIT_CUDA_ZRANGE"))) {
+        if (strcmp(s, "bound") == 0) o->zrange = 1;
+        else if (strcmp(s, "exact") == 0) o->zrange = 0;
+    }
     o->plan_min_rows = env_i64("GHFIT_CUDA_PLAN_MIN_ROWS", o->plan_min_rows);
     o->fused_dmax = (int)env_i64("GHFIT_CUDA_FUSED_DMAX", o->fused_dmax);
+    o->minb = (int)env_i64("GHFIT_CUDA_MINB", o->minb);
+    o->mma = (int)env_i64("GHFIT_CUDA_MMA", o->mma);
     o->chunk_bytes = env_i64("GHFIT_CUDA_CHUNK_MB", o->chunk_bytes >> 20) << 20;
     if ((s = getenv("GHFIT_CUDA_TIMEOUT_S"))) o->timeout_s = atof(s);
 }
@@ -209,6 +219,17 @@ static int gpu_shared_on_node(MPI_Comm comm, int dev)
     return any;
 }
 
+int ghf_cuda_ranks_share_gpu(MPI_Comm comm)
+{
+    int dev = 0, lsize = 1;
+    char e[256];
+    const int bad = select_device(comm, &dev, &lsize, e, sizeof e);
+    const int shared = gpu_shared_on_node(comm, bad ? 0 : dev);
+    int any = bad;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+    return shared || any;
+}
+
 /* All ranks learn whether any failed; a rank that did not fail says so. */
 static int agree_ok(MPI_Comm comm, int local_fail, char *err, size_t errlen, const char *what)
 {
@@ -247,7 +268,8 @@ static void cuda_destroy(ghf_backend *be)
         }
         if (im->blas) cublasDestroy(im->blas);
         void *dptrs[] = {im->x, im->pb, im->stats, im->part, im->qpart, im->s4, im->bound, im->q,
-                         im->zw, im->u, im->zbuf, im->consts, im->plan, im->plan_ok, im->blas_ws};
+                         im->zw, im->u, im->zbuf, im->consts, im->plan, im->plan_ok, im->blas_ws,
+                         im->s6part};
         for (size_t i = 0; i < sizeof dptrs / sizeof dptrs[0]; i++)
             if (dptrs[i]) cudaFree(dptrs[i]);
         if (im->h_pb) cudaFreeHost(im->h_pb);
@@ -265,6 +287,14 @@ static void cuda_destroy(ghf_backend *be)
  * One iteration's device work, enqueued on im->s (eagerly or under capture)
  * ---------------------------------------------------------------------- */
 
+/* Timing events: inside a capture they must be external event-record nodes
+ * (so replays record them); outside one, cudaEventRecordExternal is refused. */
+static cudaError_t record_event(const cuda_impl *im, int i)
+{
+    return im->capturing ? cudaEventRecordWithFlags(im->ev[i], im->s, cudaEventRecordExternal)
+                         : cudaEventRecord(im->ev[i], im->s);
+}
+
 static int enqueue(cuda_impl *im, char *err, size_t errlen)
 {
     const cudaStream_t s = im->s;
@@ -275,17 +305,18 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
     const void *plan = im->use_plan ? im->plan : NULL;
     const int *plan_ok = im->use_plan ? im->plan_ok : NULL;
 
-    CU(cudaEventRecordWithFlags(im->ev[0], s, cudaEventRecordExternal));
+    CU(record_event(im, 0));
     CU(cudaMemcpyAsync(im->pb, im->h_pb, sizeof(double) * (size_t)ghf__cu_pb_len(d),
                        cudaMemcpyHostToDevice, s));
     CU(cudaMemsetAsync(im->stats, 0, out_bytes, s));
     if (n > 0 && im->fused) {
+        CU(ghf__cu_pb_to_const(im->pb, d, s));
         if (im->use_plan) {
             if (im->o.zrange == 0) CU(ghf__cu_qmax_fused(im->x, n, d, im->pb, im->grid, im->qpart, s));
             CU(ghf__cu_plan_build(im->pb, d, im->o.zrange, im->qpart, im->grid, n, im->bound, im->plan,
                                   im->plan_ok, s));
         }
-        CU(ghf__cu_estep_fused(im->x, n, d, im->pb, plan, plan_ok, im->grid, im->part, s));
+        CU(ghf__cu_estep_fused(im->x, n, d, im->pb, plan, plan_ok, im->grid, im->o.minb, im->o.mma, im->part, s));
         CU(ghf__cu_reduce(im->part, im->nent, im->grid, d, im->stats, s));
     } else if (n > 0) {
         const double *linv = im->pb + ghf__cu_pb_linv(d);
@@ -308,21 +339,32 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
         /* s5 = X^T u */
         CB(cublasDgemv(im->blas, CUBLAS_OP_T, (int)n, d, one, im->x, (int)n, im->u, 1, zero,
                        im->stats + ghf_stats_s5(d), 1));
-        /* s6 = X^T diag(u) X: upper triangle column-major = lower row-major */
+        /* s6 = X^T diag(u) X.  One syrk/gemm with k = rows and a d x d result
+         * runs on a handful of SMs; instead each chunk is split into batches of
+         * kb rows whose d x d products come from one strided-batched GEMM, and
+         * the partial products are summed in a fixed order (deterministic). */
         for (int64_t r0 = 0; r0 < n; r0 += im->chunk) {
             const int64_t m = (n - r0 < im->chunk) ? n - r0 : im->chunk;
             CB(cublasDdgmm(im->blas, CUBLAS_SIDE_LEFT, (int)m, d, im->x + r0, (int)n, im->u + r0, 1,
                            im->zbuf, (int)m));
-            CB(cublasDsyrkx(im->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, d, (int)m, one, im->x + r0,
-                            (int)n, im->zbuf, (int)m, r0 == 0 ? zero : one, im->stats + ghf_stats_s6(d),
-                            d));
+            const int64_t nfull = m / im->kb, rem = m - nfull * im->kb;
+            if (nfull > 0)
+                CB(cublasDgemmStridedBatched(im->blas, CUBLAS_OP_T, CUBLAS_OP_N, d, d, (int)im->kb, one,
+                                             im->x + r0, (int)n, (long long)im->kb, im->zbuf, (int)m,
+                                             (long long)im->kb, zero, im->s6part, d,
+                                             (long long)d * d, (int)nfull));
+            if (rem > 0)
+                CB(cublasDgemm(im->blas, CUBLAS_OP_T, CUBLAS_OP_N, d, d, (int)rem, one,
+                               im->x + r0 + nfull * im->kb, (int)n, im->zbuf + nfull * im->kb, (int)m,
+                               zero, im->s6part + (size_t)nfull * (size_t)d * (size_t)d, d));
+            CU(ghf__cu_sum_s6(im->s6part, (int)(nfull + (rem > 0)), d, im->stats, s));
         }
     }
     CU(ghf__cu_finalize(n, d, im->pb, n > 0 ? im->s4 : NULL, plan_ok, im->stats, s));
-    CU(cudaEventRecordWithFlags(im->ev[1], s, cudaEventRecordExternal));
+    CU(record_event(im, 1));
     if (im->o.reduce == GHF_CUDA_REDUCE_NCCL)
         NC(ncclAllReduce(im->stats, im->stats, (size_t)im->len, ncclDouble, ncclSum, im->nccl, s));
-    CU(cudaEventRecordWithFlags(im->ev[2], s, cudaEventRecordExternal));
+    CU(record_event(im, 2));
     CU(cudaMemcpyAsync(im->h_stats, im->stats, out_bytes, cudaMemcpyDeviceToHost, s));
     return 0;
 fail:
@@ -340,6 +382,7 @@ static double now_s(void)
 static int wait_done(cuda_impl *im, char *err, size_t errlen)
 {
     const double t0 = now_s();
+    int backoff = 0;
     for (long it = 0;; it++) {
         const cudaError_t e = cudaStreamQuery(im->s);
         if (e == cudaSuccess) return 0;
@@ -356,11 +399,14 @@ static int wait_done(cuda_impl *im, char *err, size_t errlen)
                 return 1;
             }
         }
-        if (it > 4000) {
-            /* past the short spin: back off so a long step does not burn a core */
+        /* spin for the first 50 ms (an E-step takes a few ms; a sleep would add
+         * the kernel's timer slack, ~50-70 us, to every iteration), then back
+         * off so that a long step or a hung collective does not burn a core */
+        if (!backoff && (it & 63) == 63 && now_s() - t0 > 0.05) backoff = 1;
+        if (backoff) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
-            if (im->o.timeout_s > 0 && (it & 255) == 0 && now_s() - t0 > im->o.timeout_s) {
+            if (im->o.timeout_s > 0 && (it & 255) == 255 && now_s() - t0 > im->o.timeout_s) {
                 seterr(err, errlen, "the E-step did not finish within %.0f s (GHFIT_CUDA_TIMEOUT_S); "
                        "aborting (a rank may have left the fit)", im->o.timeout_s);
                 return 1;
@@ -380,7 +426,9 @@ static int capture_graph(cuda_impl *im, char *err, size_t errlen)
         snprintf(msg, sizeof msg, "cudaStreamBeginCapture failed");
         fail = 1;
     } else {
+        im->capturing = 1;
         const int rc = enqueue(im, msg, sizeof msg);
+        im->capturing = 0;
         const cudaError_t e = cudaStreamEndCapture(im->s, &g);
         if (rc || e != cudaSuccess) {
             if (!rc) snprintf(msg, sizeof msg, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
@@ -510,6 +558,10 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     CU(cudaSetDevice(im->dev));
     CU(cudaFree(0)); /* create the context before NCCL */
     CU(cudaDeviceGetAttribute(&im->sm_count, cudaDevAttrMultiProcessorCount, im->dev));
+    int cc_major = 0;
+    CU(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, im->dev));
+    if (cc_major < 8) im->o.mma = 0; /* FP64 mma needs sm_80 */
+    if (im->o.mma < 0) im->o.mma = d >= 7; /* as ghf__cu_estep_fused's auto */
     CU(cudaStreamCreateWithFlags(&im->s, cudaStreamNonBlocking));
     for (int i = 0; i < 3; i++) CU(cudaEventCreate(&im->ev[i]));
 
@@ -582,6 +634,15 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
         CU(cudaMalloc((void **)&im->zw, nb));
         CU(cudaMalloc((void **)&im->u, nb));
         CU(cudaMalloc((void **)&im->zbuf, sizeof(double) * (size_t)ch * (size_t)d));
+        /* s6 batches: about 2 per SM per chunk, partials within 64 MB */
+        int64_t nbmax = ((int64_t)64 << 20) / ((int64_t)d * d * 8);
+        if (nbmax > 2 * (int64_t)im->sm_count) nbmax = 2 * (int64_t)im->sm_count;
+        if (nbmax < 1) nbmax = 1;
+        int64_t kb = (ch + nbmax - 1) / nbmax;
+        if (kb < 256) kb = 256;
+        im->kb = kb;
+        CU(cudaMalloc((void **)&im->s6part,
+                      sizeof(double) * (size_t)(ch / kb + 1) * (size_t)d * (size_t)d));
         const double c[2] = {1.0, 0.0};
         CU(cudaMalloc((void **)&im->consts, sizeof c));
         CU(cudaMemcpy(im->consts, c, sizeof c, cudaMemcpyHostToDevice));
@@ -693,6 +754,7 @@ void ghf_cuda_get_info(const ghf_backend *be, ghf_cuda_info *info)
     const cuda_impl *im = be->impl;
     info->device = im->dev;
     info->fused = im->fused;
+    info->mma = im->fused && im->o.mma > 0;
     info->graph = im->exec != NULL;
     info->reduce = (int)im->o.reduce;
     info->graph_nodes = im->graph_nodes;
