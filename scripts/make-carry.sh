@@ -12,7 +12,7 @@
 #   scripts/make-carry.sh [BUILD_DIR]     (default: build-cuda; built if missing)
 #
 # Output: .carry/ghfit-carry.tar.xz (~20 MB; gpu-check.sh unpacks it), whose tree is
-#   bin/   ghfit test_cuda_estep test_cuda_nodev bench_cuda (stripped)
+#   bin/   ghfit test_cuda_estep test_cuda_nodev bench_cuda h5get (stripped)
 #   lib/   shared libraries (not glibc, not the CUDA toolkit's big libraries;
 #                 libcudart is kept as a fallback in lib/cuda/)
 #   root/  Open MPI prefix: bin/{orted,mpirun}, lib/x86_64-linux-gnu/openmpi/...,
@@ -24,14 +24,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-cuda}
 OUTTOP=$ROOT/.carry
 CARRY=$OUTTOP/tree
-BINS="ghfit test_cuda_estep test_cuda_nodev bench_cuda"
+BINS="ghfit test_cuda_estep test_cuda_nodev bench_cuda h5get"
 MA=$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 
-if [ ! -x "$BUILD/ghfit" ] || [ ! -x "$BUILD/test_cuda_estep" ] || [ ! -x "$BUILD/bench_cuda" ]; then
-  echo "make-carry: building in $BUILD (CUDA on, archs 80;90)"
-  cmake -S "$ROOT" -B "$BUILD" -DGHFIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90" >/dev/null
-  cmake --build "$BUILD" -j"$(nproc)" --target ghfit test_cuda_estep test_cuda_nodev bench_cuda
-fi
+# always (re)build: a stale binary on the GPU machine costs device time
+echo "make-carry: building in $BUILD (CUDA on, archs 80;90)"
+cmake -S "$ROOT" -B "$BUILD" -DGHFIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90" -DGHFIT_BENCH=ON >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target $BINS
 
 rm -rf "$OUTTOP"
 mkdir -p "$CARRY/bin" "$CARRY/lib/cuda" "$CARRY/root/bin" "$CARRY/root/lib/$MA" "$CARRY/root/share"

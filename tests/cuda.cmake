@@ -17,3 +17,9 @@ if(GHFIT_HAVE_CUDA)
                LABELS gpu TIMEOUT 300)
   set_tests_properties(test_cuda_estep_np2 PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+  # full fits, CPU vs CUDA backend: log-likelihood to 1e-10, same iterations
+  add_test(NAME cuda_fit COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda_fit.sh $<TARGET_FILE:ghfit>
+           $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/cuda_fit)
+  set_tests_properties(cuda_fit PROPERTIES LABELS "gpu" TIMEOUT 600 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${GHF_MPI_ENV}")

@@ -170,6 +170,9 @@ static void reference(const problem *pb, double *ref, double *mag, MPI_Comm comm
         }
     }
     free(z);
+    /* the stop flag: the sum of the ranks' requests */
+    ref[GHF_ST_STOP] = pb->in.stop_request ? 1.0 : 0.0;
+    mag[GHF_ST_STOP] = ref[GHF_ST_STOP];
     MPI_Allreduce(MPI_IN_PLACE, ref, len, MPI_DOUBLE, MPI_SUM, comm);
     MPI_Allreduce(MPI_IN_PLACE, mag, len, MPI_DOUBLE, MPI_SUM, comm);
 }
@@ -314,13 +317,17 @@ static void test_dim(int d, int64_t n, int size)
     /* variants (host-staged MPI reduction: no NCCL set-up per variant) */
     struct {
         const char *name;
-        int plan, zrange, fused_dmax;
+        int plan, zrange, fused_dmax, minb, mma;
         int64_t chunk_bytes, plan_min_rows;
     } var[] = {
-        {"MPI reduction", -1, 0, GHF_CUDA_FUSED_DMAX, (int64_t)256 << 20, o.plan_min_rows},
-        {"direct Bessel", 0, 0, GHF_CUDA_FUSED_DMAX, (int64_t)256 << 20, 0},
-        {"plan, bound z-range", 1, 1, GHF_CUDA_FUSED_DMAX, (int64_t)256 << 20, 0},
-        {"cuBLAS path, 3+ chunks", -1, 0, 0, (int64_t)(n / 3 + 1) * d * 8, 0},
+        {"MPI reduction", -1, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, o.plan_min_rows},
+        {"direct Bessel", 0, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0},
+        {"plan, exact z-range", 1, 0, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0},
+        {"tensor-core sums", 1, 1, GHF_CUDA_FUSED_DMAX, 0, 1, (int64_t)256 << 20, 0},
+        {"register sums, 2 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 2, 0, (int64_t)256 << 20, 0},
+        {"register sums, 3 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 3, 0, (int64_t)256 << 20, 0},
+        {"register sums, 4 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 4, 0, (int64_t)256 << 20, 0},
+        {"cuBLAS path, 3+ chunks", -1, 1, 0, 0, -1, (int64_t)(n / 3 + 1) * d * 8, 0},
     };
     for (size_t k = 0; k < sizeof var / sizeof var[0]; k++) {
         ghf_cuda_opts ov = o;
@@ -329,6 +336,8 @@ static void test_dim(int d, int64_t n, int size)
         ov.zrange = var[k].zrange;
         ov.fused_dmax = var[k].fused_dmax;
         ov.chunk_bytes = var[k].chunk_bytes;
+        ov.minb = var[k].minb;
+        ov.mma = var[k].mma;
         ov.plan_min_rows = var[k].plan_min_rows;
         ghf_backend *vb = make_cuda(&pb, &ov);
         if (!vb) continue;
@@ -373,7 +382,10 @@ int main(int argc, char **argv)
     }
     const int dims[] = {1, 3, 10, 64, 200};
     const int64_t rows[] = {40000, 40000, 30000, 6000, 3000};
-    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) test_dim(dims[k], rows[k], size);
+    /* GHF_TEST_QUICK=1: a tenth of the rows (for runs under compute-sanitizer) */
+    const char *q = getenv("GHF_TEST_QUICK");
+    const int64_t div = (q && q[0] == '1') ? 10 : 1;
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) test_dim(dims[k], rows[k] / div, size);
     int bad = g_fail, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0) printf("%s (%d failures)\n", any ? "FAILED" : "PASSED", any);
