@@ -48,6 +48,7 @@ typedef struct cpu_impl {
     double *tstats;     /* [nthreads][len] */
     double *tbuf;       /* [nthreads][CPU_TBUF(d)] */
     ghf_bessel_plan *plan;
+    int plan_avx2; /* evaluate the plan with ghf_bessel_plan_eval_avx2 (same bits) */
 } cpu_impl;
 
 static void cpu_destroy(ghf_backend *be)
@@ -255,7 +256,15 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             for (int i = 0; i < nb; i++) {
                 const double q = qv[i];
                 const double z = ghf_estep_arg(&kc, q);
-                const ghf_bessel_eval bk = use_plan ? ghf_bessel_plan_eval(plan, z) : ghf_bessel_fused(kc.P, z);
+                ghf_bessel_eval bk;
+                if (!use_plan)
+                    bk = ghf_bessel_fused(kc.P, z);
+#ifdef GHF_BESSEL_PLAN_AVX2
+                else if (c->plan_avx2)
+                    bk = ghf_bessel_plan_eval_avx2(plan, z);
+#endif
+                else
+                    bk = ghf_bessel_plan_eval(plan, z);
                 const ghf_point pt = ghf_estep_point(&kc, q, zwv[i], bk);
                 if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
                     s1 += pt.u;
@@ -326,6 +335,9 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->d = d;
     c->len = ghf_stats_len(d);
     c->small_d = CPU_SMALL_D;
+#ifdef GHF_BESSEL_PLAN_AVX2
+    c->plan_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+#endif
     c->plan_mode = -1;
     c->nthreads = omp_get_max_threads();
     if (c->nthreads < 1) c->nthreads = 1;

@@ -279,6 +279,11 @@ static void test_plans(void)
     worst wn = {"plan log ratio dn", 0, 0, 0, 0}, wd = {"plan d/dv log K", 0, 0, 0, 0};
     worst wb = {"plan range independence", 0, 0, 0, 0}, wo = {"plan build order", 0, 0, 0, 0};
     worst wf = {"plan outside range == fused", 0, 0, 0, 0};
+    worst wv = {"plan AVX2 == portable, bitwise", 0, 0, 0, 0};
+    int avx2 = 0;
+#ifdef GHF_BESSEL_PLAN_AVX2
+    avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+#endif
     const int dims[] = {1, 2, 3, 5, 8, 10, 20, 50, 70, 100, 200, 500, 1000};
     const double extra[] = {0.0, 1e-9, 0.5, -0.5, 34.99, 35.0, -1000.5};
     int nd = (int)(sizeof dims / sizeof dims[0]), ne = (int)(sizeof extra / sizeof extra[0]);
@@ -296,6 +301,12 @@ static void test_plans(void)
             else
                 z = lo * pow(hi / lo, urand());
             ghf_bessel_eval a = ghf_bessel_plan_eval(&g_pl, z);
+#ifdef GHF_BESSEL_PLAN_AVX2
+            if (avx2) {
+                ghf_bessel_eval a2 = ghf_bessel_plan_eval_avx2(&g_pl, z);
+                check(&wv, memcmp(&a, &a2, sizeof a) ? 1.0 : 0.0, 0.0L, 0.5, 1, v, z);
+            }
+#endif
             double llo;
             ghf_bessel_eval b = ghf__bessel_fused_ext(v, z, &llo);
             check(&wl, a.logk, (long double)b.logk + llo, TOL_LOGK, 1, v, z);
@@ -336,6 +347,8 @@ static void test_plans(void)
     report(&wb);
     report(&wo);
     report(&wf);
+    if (avx2) report(&wv);
+    else printf("  (no AVX2 on this CPU: the AVX2 plan evaluation is not checked)\n");
 }
 
 int main(void)
