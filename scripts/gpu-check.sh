@@ -10,8 +10,10 @@
 #   bash scripts/gpu-check.sh            # everything
 #   QUICK=1 bash scripts/gpu-check.sh    # the benchmark with N / 100
 #
-# Outputs: summary.txt (one line per step, with status), env.txt, nvidia-smi.txt,
-# ldd.txt, test_cuda_*.log, bench_cuda.txt/.log.  Exit status: 0 if every test
+# Outputs (four files, so that all come back from a device run): summary.txt
+# (one line per step, with status), bench_cuda.txt (the benchmark table),
+# machine.txt (nvidia-smi, environment, ldd of every binary) and logs.txt (every
+# step's full log, one after another).  Exit status: 0 if every test
 # passed (a skip on a GPU machine counts as a failure: it means CUDA saw no device).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -171,6 +173,15 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null && [ "$(l
   fi
 fi
 
+# fold the per-step logs and the machine description into two files
+{ for f in nvidia-smi.txt env.txt ldd.txt; do echo "===== $f"; cat "$OUTDIR/$f"; done; } > "$OUTDIR/machine.txt" 2>/dev/null
+rm -f "$OUTDIR/nvidia-smi.txt" "$OUTDIR/env.txt" "$OUTDIR/ldd.txt"
+: > "$OUTDIR/logs.txt"
+for f in "$OUTDIR"/*.log; do
+  [ -f "$f" ] || continue
+  { echo "===== $(basename "$f")"; cat "$f"; } >> "$OUTDIR/logs.txt"
+  rm -f "$f"
+done
 [ -n "${W:-}" ] && rm -rf "$W"
 log "done: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]
