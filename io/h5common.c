@@ -409,3 +409,18 @@ int      ghf__h5_last_io_mode(void) { return g_last_mode; }
 uint32_t ghf__h5_last_no_coll_cause(void) { return g_last_cause; }
 int      ghf__h5_last_n_pieces(void) { return g_last_pieces; }
 void     ghf__h5_set_last_n_pieces(int n) { g_last_pieces = n; }
+
+char *ghf__h5_begin(MPI_Comm comm, char *err, size_t *errlen, char *lbuf, size_t lbuflen, int *rank,
+                    int *size)
+{
+    if (!err || *errlen == 0) {
+        err = lbuf;
+        *errlen = lbuflen;
+    }
+    err[0] = '\0';
+    ghf__h5_quiet();
+    ghf__h5_set_last_n_pieces(0);
+    MPI_Comm_rank(comm, rank);
+    MPI_Comm_size(comm, size);
+    return err;
+}

@@ -45,16 +45,8 @@ int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, in
                         char *err, size_t errlen)
 {
     char lbuf[1024];
-    if (!err || errlen == 0) {
-        err = lbuf;
-        errlen = sizeof lbuf;
-    }
-    err[0] = '\0';
-    ghf__h5_quiet();
-    ghf__h5_set_last_n_pieces(0);
     int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
+    err = ghf__h5_begin(comm, err, &errlen, lbuf, sizeof lbuf, &rank, &size);
     const char *dn = ghf__dsname(dataset);
     const char *pn = path ? path : "(null)";
 

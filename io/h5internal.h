@@ -21,6 +21,13 @@
 /* Switches off HDF5's automatic error printing (idempotent). */
 void ghf__h5_quiet(void);
 
+/* The start of every collective entry point (read, write): HDF5's error
+ * printing off, the piece counter reset, rank and size of comm, and the
+ * error buffer: err, or lbuf when the caller gave none.  Returns the buffer
+ * to use (emptied) and sets *errlen to its size. */
+char *ghf__h5_begin(MPI_Comm comm, char *err, size_t *errlen, char *lbuf, size_t lbuflen, int *rank,
+                    int *size);
+
 /* snprintf into err (if err && errlen), never a trailing newline. */
 void ghf__seterr(char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)

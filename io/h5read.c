@@ -91,16 +91,8 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                       char *err, size_t errlen)
 {
     char lbuf[1024];
-    if (!err || errlen == 0) {
-        err = lbuf;
-        errlen = sizeof lbuf;
-    }
-    err[0] = '\0';
-    ghf__h5_quiet();
-    ghf__h5_set_last_n_pieces(0);
     int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
+    err = ghf__h5_begin(comm, err, &errlen, lbuf, sizeof lbuf, &rank, &size);
 
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);
