@@ -83,8 +83,10 @@ cudaError_t ghf__cu_pb_to_const(const double *pb, int d, cudaStream_t s);
 cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, const double *pb, int grid,
                                double *qpart, cudaStream_t s);
 /* mma: 1 s5 and s6 on the FP64 tensor cores (sm_80 or newer only), 0 in
- * per-thread registers, -1 by d (tensor cores for d >= 7); minb (register kernel): 2, 3 or 4 resident blocks per
- * SM for the register allocation, or 0 for ghf__cu_default_minb(d). */
+ * per-thread registers, -1 for ghf__cu_default_mma(d); minb (register
+ * kernel): 2, 3 or 4 resident blocks per SM for the register allocation, or 0
+ * for ghf__cu_default_minb(d). */
+int ghf__cu_default_mma(int d);
 int ghf__cu_default_minb(int d);
 cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
                                 const void *plan, const int *plan_ok, int grid, int minb,

@@ -28,9 +28,6 @@
 #include "estep_cuda.h"
 
 #define GHF_CU_FULL 0xffffffffu
-#ifndef GHF_CU_MINB
-#define GHF_CU_MINB 4
-#endif
 
 /* ------------------------------------------------------------------------
  * Device helpers
@@ -79,6 +76,21 @@ __device__ __forceinline__ bool point_ok(const ghf_point &r)
     return isfinite(r.u) && isfinite(r.v) && isfinite(r.l) && isfinite(r.ll);
 }
 
+/* A row's share of s1 s2 s3 ll nbad (acc[0..4]; a bad row adds 0 and counts
+ * in nbad, as on the CPU); returns the row's u (0 for a bad row). */
+template <int N>
+__device__ __forceinline__ double add_point(double (&acc)[N], const ghf_point &r)
+{
+    const bool ok = point_ok(r);
+    const double u = ok ? r.u : 0.0;
+    acc[0] += u;
+    acc[1] += ok ? r.v : 0.0;
+    acc[2] += ok ? r.l : 0.0;
+    acc[3] += ok ? r.ll : 0.0;
+    acc[4] += ok ? 0.0 : 1.0;
+    return u;
+}
+
 __device__ __forceinline__ double warp_sum(double v)
 {
 #pragma unroll
@@ -119,6 +131,34 @@ __device__ double block_sum(double v)
     double m = s[0];
     for (int w = 1; w < nw; w++) m += s[w];
     return m;
+}
+
+/* Per-block partials of the row kernels: each warp puts the warp sums of
+ * its lanes' running sums acc[0..N-1] into its row of s_red (entries 0..N-1) ... */
+template <int N, int NE>
+__device__ __forceinline__ void warp_sums_to_shared(const double (&acc)[N],
+                                                    double (&s_red)[GHF_CU_TPB / 32][NE])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+        const double v = warp_sum(acc[e]);
+        if (lane == 0) s_red[warp][e] = v;
+    }
+}
+
+/* ... then the block's partial of each entry is the warps' rows summed in
+ * warp order, written to part[e][blockIdx.x]. */
+template <int NE>
+__device__ __forceinline__ void write_block_partials(const double (&s_red)[GHF_CU_TPB / 32][NE],
+                                                     double *__restrict__ part)
+{
+    __syncthreads();
+    for (int e = threadIdx.x; e < NE; e += blockDim.x) {
+        double v = s_red[0][e];
+        for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
+        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
+    }
 }
 
 /* Index in the statistics buffer of entry e of the fused partial layout. */
@@ -210,14 +250,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
         for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
         double q, zw;
         row_qzw<D>(x, q, zw);
-        const ghf_point r = row_point(c, q, zw, plan, use_plan);
-        const bool ok = point_ok(r);
-        const double u = ok ? r.u : 0.0;
-        acc[0] += u;
-        acc[1] += ok ? r.v : 0.0;
-        acc[2] += ok ? r.l : 0.0;
-        acc[3] += ok ? r.ll : 0.0;
-        acc[4] += ok ? 0.0 : 1.0;
+        const double u = add_point(acc, row_point(c, q, zw, plan, use_plan));
 #pragma unroll
         for (int a = 0; a < D; a++) {
             const double ux = u * x[a];
@@ -228,18 +261,8 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
         }
     }
 
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int e = 0; e < NE; e++) {
-        const double v = warp_sum(acc[e]);
-        if (lane == 0) s_red[warp][e] = v;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < NE; e += blockDim.x) {
-        double v = s_red[0][e];
-        for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
-        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
-    }
+    warp_sums_to_shared(acc, s_red);
+    write_block_partials(s_red, part);
 }
 
 /* The same statistics with s5 and s6 from the FP64 tensor cores (sm_80+).
@@ -307,14 +330,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
         if (in) {
             double q, zw;
             row_qzw<D>(x, q, zw);
-            const ghf_point r = row_point(c, q, zw, plan, use_plan);
-            const bool ok = point_ok(r);
-            u = ok ? r.u : 0.0;
-            acc[0] += u;
-            acc[1] += ok ? r.v : 0.0;
-            acc[2] += ok ? r.l : 0.0;
-            acc[3] += ok ? r.ll : 0.0;
-            acc[4] += ok ? 0.0 : 1.0;
+            u = add_point(acc, row_point(c, q, zw, plan, use_plan));
         }
 #pragma unroll
         for (int j = 0; j < D; j++) sx[lane * LD + j] = x[j];
@@ -350,17 +366,8 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
                 if (m < D && col <= m) s_red[warp][S6 + m * (m + 1) / 2 + col] = cf[t0][t1][h];
                 else if (m == D && col < D) s_red[warp][S5 + col] = cf[t0][t1][h];
             }
-#pragma unroll
-    for (int e = 0; e < GHF_CU_NSCAL; e++) {
-        const double v = warp_sum(acc[e]);
-        if (lane == 0) s_red[warp][e] = v;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < NE; e += blockDim.x) {
-        double v = s_red[0][e];
-        for (int w = 1; w < NW; w++) v += s_red[w][e];
-        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
-    }
+    warp_sums_to_shared(acc, s_red);
+    write_block_partials(s_red, part);
 }
 
 /* part[ne][grid] -> stats; one block per entry, fixed order. */
@@ -432,7 +439,7 @@ __global__ void k_qmax_arr(const double *__restrict__ q, int64_t n, double *__re
     if (threadIdx.x == 0) qpart[blockIdx.x] = m;
 }
 
-__global__ void __launch_bounds__(GHF_CU_TPB, GHF_CU_MINB)
+__global__ void __launch_bounds__(GHF_CU_TPB, 4) /* 128 registers: no spills (ptxas -v) */
     k_estep_rows(const double *__restrict__ q, const double *__restrict__ zw, int64_t n,
                  const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
                  const int *__restrict__ plan_ok, double *__restrict__ u, double *__restrict__ part)
@@ -443,28 +450,10 @@ __global__ void __launch_bounds__(GHF_CU_TPB, GHF_CU_MINB)
     double acc[GHF_CU_NSCAL] = {0.0, 0.0, 0.0, 0.0, 0.0};
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const ghf_point r = row_point(c, q[i], zw[i], plan, use_plan);
-        const bool ok = point_ok(r);
-        u[i] = ok ? r.u : 0.0;
-        acc[0] += ok ? r.u : 0.0;
-        acc[1] += ok ? r.v : 0.0;
-        acc[2] += ok ? r.l : 0.0;
-        acc[3] += ok ? r.ll : 0.0;
-        acc[4] += ok ? 0.0 : 1.0;
+        u[i] = add_point(acc, row_point(c, q[i], zw[i], plan, use_plan));
     }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int e = 0; e < GHF_CU_NSCAL; e++) {
-        const double v = warp_sum(acc[e]);
-        if (lane == 0) s_red[warp][e] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < GHF_CU_NSCAL) {
-        const int e = threadIdx.x;
-        double v = s_red[0][e];
-        for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
-        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
-    }
+    warp_sums_to_shared(acc, s_red);
+    write_block_partials(s_red, part);
 }
 
 /* ------------------------------------------------------------------------
@@ -729,6 +718,15 @@ extern "C" cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, co
     return cudaGetLastError();
 }
 
+extern "C" int ghf__cu_default_mma(int d)
+{
+    /* measured on an H200 (N = 1e8): tensor-core sums 4.9 ms vs 6.0 ms in
+     * registers at d = 10; registers (4 blocks/SM) 2.6 ms vs 3.2 ms at d = 3.
+     * Tensor cores from d = 7, where the register kernel drops to 2 blocks/SM
+     * to avoid spills. */
+    return d >= 7;
+}
+
 extern "C" int ghf__cu_default_minb(int d)
 {
     /* the most resident blocks whose register budget the kernel fits without
@@ -741,11 +739,7 @@ extern "C" cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, c
                                            int minb, int mma, double *part, cudaStream_t s)
 {
     const ghf_bessel_plan *pl = (const ghf_bessel_plan *)plan;
-    /* measured on an H200 (N = 1e8): tensor-core sums 4.9 ms vs 6.0 ms in
-     * registers at d = 10; registers (4 blocks/SM) 2.6 ms vs 3.2 ms at d = 3.
-     * Auto: tensor cores from d = 7, where the register kernel drops to 2
-     * blocks/SM to avoid spills. */
-    if (mma < 0) mma = d >= 7;
+    if (mma < 0) mma = ghf__cu_default_mma(d);
     if (minb <= 0) minb = ghf__cu_default_minb(d);
 #define ESTEP_CALL(D)                                                                        \
     do {                                                                                     \

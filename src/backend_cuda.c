@@ -561,7 +561,7 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     int cc_major = 0;
     CU(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, im->dev));
     if (cc_major < 8) im->o.mma = 0; /* FP64 mma needs sm_80 */
-    if (im->o.mma < 0) im->o.mma = d >= 7; /* as ghf__cu_estep_fused's auto */
+    if (im->o.mma < 0) im->o.mma = ghf__cu_default_mma(d);
     CU(cudaStreamCreateWithFlags(&im->s, cudaStreamNonBlocking));
     for (int i = 0; i < 3; i++) CU(cudaEventCreate(&im->ev[i]));
 
