@@ -8,13 +8,10 @@
 # usage: cuda_fit.sh GHFIT H5GET WORKDIR
 set -uo pipefail
 G=$1; H=$2; W=$3
+. "$(dirname "$0")/lib.sh"
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no NVIDIA GPU here"; exit 77; fi
 rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 fail=0
-relcheck() { # a b tol -> 0 if |a-b| <= tol |b|
-  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { r = (a - b) / (b == 0 ? 1 : b); if (r < 0) r = -r;
-    printf "  relative difference %.3e (tol %g)\n", r, t; exit !(r <= t) }'
-}
 "$G" generate --model gh --dim 3 --n 20000 --seed 5 --p -1 --a 1.5 --b 0.7 --out d3.h5 >/dev/null || fail=1
 "$G" generate --model gh --dim 10 --n 200000 --seed 6 --p 1.2 --a 2 --b 1 --out d10.h5 >/dev/null || fail=1
 for data in d3 d10; do

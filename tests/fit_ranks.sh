@@ -5,6 +5,7 @@
 # usage: fit_ranks.sh GHFIT H5GET WORKDIR
 set -euo pipefail
 G=$1; H=$2; W=$3
+. "$(dirname "$0")/lib.sh"
 rm -rf "$W"; mkdir -p "$W"; cd "$W"
 "$G" generate --model gh --dim 3 --n 3001 --seed 11 --p -1 --a 1.5 --b 0.7 --out data.h5 >/dev/null
 fail=0
@@ -18,13 +19,7 @@ for model in gh nig; do
     echo "$model np=$np: loglik $ll iterations $it (n_ranks attr $nr)"
     [ "$nr" = "$np" ] || { echo "FAIL: n_ranks attribute $nr != $np"; fail=1; }
     if [ -z "$ref_ll" ]; then ref_ll=$ll; ref_it=$it; continue; fi
-    python3 - "$ll" "$ref_ll" <<'PY' || fail=1
-import sys
-a, b = float(sys.argv[1]), float(sys.argv[2])
-rel = abs(a - b) / abs(b)
-print(f"  relative difference {rel:.3e}")
-sys.exit(0 if rel <= 1e-12 else 1)
-PY
+    relcheck "$ll" "$ref_ll" 1e-12 || fail=1
     [ "$it" = "$ref_it" ] || { echo "FAIL: iteration count $it != $ref_it"; fail=1; }
   done
 done
@@ -33,7 +28,7 @@ mpirun -np 2 "$G" fit --data data.h5 --model gh --p-fixed -0.5 --out r_fixp.h5 -
 pf=$("$H" r_fixp.h5 /fits/gh/params/p); llf=$("$H" r_fixp.h5 /fits/gh loglik); lln=$("$H" r_nig_2.h5 /fits/nig loglik)
 echo "gh --p-fixed -0.5: p $pf loglik $llf (nig: $lln)"
 [ "$pf" = "-0.5" ] || { echo "FAIL: p moved to $pf"; fail=1; }
-python3 -c "import sys; a,b=float('$llf'),float('$lln'); sys.exit(0 if abs(a-b)<=1e-10*abs(b) else 1)" || { echo "FAIL: fixed-p GH != NIG"; fail=1; }
+relcheck "$llf" "$lln" 1e-10 || { echo "FAIL: fixed-p GH != NIG"; fail=1; }
 st=$("$H" r_gh_1.h5 /fits/gh status); echo "status: $st"
 case "$st" in converged*) ;; *) echo "FAIL: status '$st'"; fail=1;; esac
 # N smaller than the number of ranks: ranks with no rows
