@@ -38,10 +38,6 @@ log "driver CUDA version: $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *
 
 # CUDA libraries: the toolkit's, plus wherever libnccl lives
 CUDA_LIBS="$CUDA_HOME/lib64:$CUDA_HOME/lib:$CUDA_HOME/targets/x86_64-linux/lib"
-NCCL_DIR=$( (ldconfig -p 2>/dev/null | awk '/libnccl.so.2 /{print $NF}' | head -1 | xargs -r dirname) || true)
-[ -z "$NCCL_DIR" ] && NCCL_DIR=$(find "$CUDA_HOME"/ /usr/lib /usr/local/lib /opt -name 'libnccl.so.2' 2>/dev/null | head -1 | xargs -r dirname)
-[ -z "$NCCL_DIR" ] && NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
-log "libnccl.so.2: ${NCCL_DIR:-NOT FOUND}"
 
 # ---- binaries -----------------------------------------------------------
 BUNDLE=$ROOT/.carry/ghfit-carry.tar.xz
@@ -49,7 +45,7 @@ if [ -f "$BUNDLE" ]; then
   W=${TMPDIR:-/tmp}/ghfit-carry.$$
   mkdir -p "$W" && tar -C "$W" -xJf "$BUNDLE" || { log "FAIL: cannot unpack $BUNDLE"; exit 1; }
   BIN=$W/bin
-  export LD_LIBRARY_PATH="$W/lib:$CUDA_LIBS${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$W/lib:$CUDA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # the CUDA 13 runtime, if the toolkit here has another one
   if ! ldd "$BIN/ghfit" | grep -q 'libcudart.so.13 => /'; then
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$W/lib/cuda"
@@ -67,8 +63,9 @@ else
     exit 1
   fi
 fi
-# Libraries still unresolved (cuBLAS, NCCL, cudart may live in Python wheels,
-# e.g. nvidia/cu13/lib, nvidia/nccl/lib): look for each one by name.
+# Libraries still unresolved (cuBLAS, NCCL, cudart may live outside the
+# loader's path, e.g. in Python wheels: nvidia/cu13/lib, nvidia/nccl/lib):
+# look for each one by name.
 PYSITE=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
 for lib in $(ldd "$BIN/ghfit" "$BIN/test_cuda_estep" 2>/dev/null | awk '/not found/{print $1}' | sort -u); do
   hit=$(find $CUDA_HOME/ /usr/local/ /usr/lib/ /opt/ $PYSITE -name "$lib" 2>/dev/null | head -1)
@@ -79,6 +76,7 @@ for lib in $(ldd "$BIN/ghfit" "$BIN/test_cuda_estep" 2>/dev/null | awk '/not fou
     log "library $lib not found anywhere"
   fi
 done
+log "libnccl.so.2: $(ldd "$BIN/ghfit" | awk '/libnccl.so.2/{print $3}')"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_plm=isolated               # singleton MPI_Init without ssh/rsh
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
