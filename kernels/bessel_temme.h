@@ -160,6 +160,29 @@ GHF_HD static inline ghf__kbase ghf__temme(double mu, double x)
  * step keeps the discretisation error below e^-41 (strip-of-analyticity
  * bound exp(x(1 - cos y) - 2 pi y/h)); nodes run until the integrand for
  * nu = 3/2 is below e^-38 of its value at t = 0. */
+/* The ratios of a base (ghf__kbase r1, rm, d0, d1) from K and d/dnu K at
+ * nu = m and 1 - m (m = |mu|; k0, kq the values up to a common factor, d0, dq
+ * the order derivatives with the same factor), by the recurrence
+ *   K_{1+m} = K_{1-m} + (2m/x) K_m,
+ *   D(1+m) = -D(1-m) + (2/x) K_m + (2m/x) D(m), D = d/dnu K_nu;
+ * mu < 0 swaps the roles of 1 + mu and 1 - mu (all terms positive). */
+GHF_HD static inline void ghf__kbase_ratios(ghf__kbase *r, double mu, double x, double k0, double kq,
+                                            double d0, double dq)
+{
+    const double m = fabs(mu), ik0 = 1.0 / k0, ix2 = 2.0 / x;
+    if (mu >= 0.0) {
+        r->r1 = (kq + m * ix2 * k0) * ik0;
+        r->rm = kq * ik0;
+        r->d0 = d0 * ik0;
+        r->d1 = (ix2 * (k0 + m * d0) - dq) * ik0;
+    } else {
+        r->r1 = kq * ik0;
+        r->rm = (kq + m * ix2 * k0) * ik0;
+        r->d0 = -d0 * ik0;
+        r->d1 = dq * ik0;
+    }
+}
+
 GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
 {
     ghf__kbase r;
@@ -194,23 +217,9 @@ GHF_HD static inline ghf__kbase ghf__trap_mid(double mu, double x)
         dm += wt * Sq;
         if (g > 38.0 + 1.5 * t) break;
     }
-    double ik0 = 1.0 / k0;
     r.k = h * k0;
     r.sc = x;
-    if (mu >= 0.0) {
-        /* K_{1+m} = K_{1-m} + (2m/x) K_m;
-         * D(1+m) = -D(1-m) + (2/x) K_m + (2m/x) D(m), D = d/dnu K_nu */
-        double ix2 = 2.0 / x;
-        r.r1 = (km + m * ix2 * k0) * ik0;
-        r.rm = km * ik0;
-        r.d0 = d0 * ik0;
-        r.d1 = (ix2 * (k0 + m * d0) - dm) * ik0;
-    } else {
-        r.r1 = km * ik0;
-        r.rm = (km + m * (2.0 / x) * k0) * ik0;
-        r.d0 = -d0 * ik0;
-        r.d1 = dm * ik0;
-    }
+    ghf__kbase_ratios(&r, mu, x, k0, km, d0, dm);
     return r;
 }
 
@@ -249,23 +258,9 @@ GHF_HD static inline ghf__kbase ghf__hankel_mid(double mu, double x)
         s0 += t0; sq += tq;
         ds0 += dt0; dsq += dtq;
     }
-    /* nu = 1+m by the recurrence (all terms positive):
-     *   K_{1+m} = K_{1-m} + (2m/x) K_m,
-     *   D(1+m) = -D(1-m) + (2/x) K_m + (2m/x) D(m), D = d/dnu K_nu */
-    double is0 = 1.0 / s0, ix2 = 2.0 / x;
     r.k = sqrt(GHF__PI / (2.0 * x)) * s0;
     r.sc = x;
-    if (mu >= 0.0) {
-        r.r1 = (sq + m * ix2 * s0) * is0;
-        r.rm = sq * is0;
-        r.d0 = ds0 * is0;
-        r.d1 = (ix2 * (s0 + m * ds0) - dsq) * is0;
-    } else {
-        r.r1 = sq * is0;
-        r.rm = (sq + m * ix2 * s0) * is0;
-        r.d0 = -ds0 * is0;
-        r.d1 = dsq * is0;
-    }
+    ghf__kbase_ratios(&r, mu, x, s0, sq, ds0, dsq); /* nu = 1 + m by the recurrence */
     return r;
 }
 
