@@ -252,7 +252,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
             const double *xb = c->x + (size_t)r0 * d;
             block_qzw(c, in, xb, nb, scratch2, qv, zwv);
-            double s1 = 0.0, s2 = 0.0, s3 = 0.0, ll = 0.0, bad = 0.0;
+            double s1 = 0.0, s2 = 0.0, s3 = 0.0, ll = 0.0, bad = 0.0, zwa = 0.0;
             for (int i = 0; i < nb; i++) {
                 const double q = qv[i];
                 const double z = ghf_estep_arg(&kc, q);
@@ -271,6 +271,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
                     s2 += pt.v;
                     s3 += pt.l;
                     ll += pt.ll;
+                    zwa += fabs(zwv[i]);
                     ub[i] = pt.u;
                 } else {
                     bad += 1.0;
@@ -283,6 +284,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
             acc[GHF_ST_S3] += s3;
             acc[GHF_ST_LL] += ll;
             acc[GHF_ST_NBAD] += bad;
+            acc[GHF_ST_ZWABS] += zwa;
             double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
             if (d <= c->small_d) {
                 block_sums_small(d, xb, nb, ub, wb, ub + CPU_BLOCK, s4, s5, s6);

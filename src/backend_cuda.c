@@ -481,6 +481,10 @@ static int cuda_estep(ghf_backend *be, const ghf_estep_input *in, double *stats,
     pb[GHF_CU_PB_LOGA] = in->c.log_A;
     pb[GHF_CU_PB_LLC] = in->c.ll_const;
     pb[GHF_CU_PB_STOP] = in->stop_request ? 1.0 : 0.0;
+    pb[GHF_CU_PB_R] = in->c.R;
+    pb[GHF_CU_PB_P2] = in->c.p2;
+    pb[GHF_CU_PB_PA] = in->c.a;
+    pb[GHF_CU_PB_W2] = in->c.w2;
     memcpy(pb + ghf__cu_pb_mu(d), in->mu, sizeof(double) * (size_t)d);
     memcpy(pb + ghf__cu_pb_w(d), in->w, sizeof(double) * (size_t)d);
     memcpy(pb + ghf__cu_pb_linv(d), in->linv, sizeof(double) * (size_t)d * (size_t)d);

@@ -144,7 +144,11 @@ int ghf_derive(const ghf_params *t, ghf_derived *g)
     g->c.A = t->a + w2;
     g->c.b = t->b;
     g->c.log_A = log(g->c.A);
-    g->c.ll_const = -0.5 * d * GHF_LOG_2PI - 0.5 * logdet - ghf_gig_log_norm(t->p, t->a, t->b) + GHF_LN2;
+    g->c.R = sqrt(t->p * t->p + t->a * t->b);
+    g->c.p2 = t->p * t->p;
+    g->c.a = t->a;
+    g->c.w2 = w2;
+    g->c.ll_const = -0.5 * d * GHF_LOG_2PI - 0.5 * logdet - ghf_gig_log_norm_s(t->p, t->a, t->b) + GHF_LN2;
     if (!isfinite(g->c.ll_const) || !isfinite(g->c.log_A) || !(g->c.A > 0.0)) return -1;
     return 0;
 }
