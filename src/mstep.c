@@ -8,6 +8,9 @@
 #include "gig.h"
 #include "gig_solver.h"
 
+/* smallest Sigma_ii relative to the size of the terms it is computed from */
+#define GHF_MSTEP_PRECISION 1e-8
+
 /* GIG moments needed by the fixed-p solver: E[1/Y], E[Y], E[1/Y^2], E[Y^2]
  * from the GIG helpers (exact down to the faces a = 0, b = 0). */
 static void gig_mom(double p, double a, double b, double *einv, double *ey, double *einv2, double *ey2)
@@ -86,7 +89,51 @@ int ghf_gig_solve_fixed_p(double p, double eta_inv, double eta_y, double a0, dou
     return (isfinite(*a) && isfinite(*b)) ? 0 : 2;
 }
 
-ghf_mstep_status ghf_mstep(ghf_family fam, const ghf_mstep_opts *o, const double *stats,
+/* The GIG Bregman objective F(theta) = psi(theta) - theta.eta (minus the
+ * subordinator part of the expected complete-data log-likelihood per
+ * observation); *scale: the size of its terms, for rounding margins. */
+static double gig_objective(double p, double a, double b, const double eta[3], double *scale)
+{
+    const double lz = ghf_gig_log_norm(p, a, b);
+    const double t1 = (p - 1.0) * eta[0], t2 = 0.5 * b * eta[1], t3 = 0.5 * a * eta[2];
+    if (scale) *scale = fabs(lz) + fabs(t1) + fabs(t2) + fabs(t3) + 1.0;
+    return lz - t1 + t2 + t3;
+}
+
+/* A subordinator (p, a, b) in the GIG domain: a, b >= 0, a = 0 only with
+ * p < 0 and b = 0 only with p > 0, |p| <= p_max. */
+static int gig_valid(double p, double a, double b, double p_max)
+{
+    if (!isfinite(p) || !isfinite(a) || !isfinite(b) || fabs(p) > p_max) return 0;
+    if (a < 0.0 || b < 0.0 || (a == 0.0 && b == 0.0)) return 0;
+    if (a == 0.0 && !(p < 0.0)) return 0;
+    if (b == 0.0 && !(p > 0.0)) return 0;
+    return 1;
+}
+
+/* Keep the candidate (p, a, b) in next if it is valid and its objective is
+ * not above the current one's (beyond rounding); else keep cur's. */
+static void gig_accept(const ghf_params *cur, const double cand[3], const double eta[3], double p_max,
+                       ghf_params *next, int *n_kept)
+{
+    if (gig_valid(cand[0], cand[1], cand[2], p_max)) {
+        double sc0 = 0.0, sc1 = 0.0;
+        const double f0 = gig_objective(cur->p, cur->a, cur->b, eta, &sc0);
+        const double f1 = gig_objective(cand[0], cand[1], cand[2], eta, &sc1);
+        if (isfinite(f1) && (!isfinite(f0) || f1 <= f0 + 1e-13 * fmax(sc0, sc1))) {
+            next->p = cand[0];
+            next->a = cand[1];
+            next->b = cand[2];
+            return;
+        }
+    }
+    next->p = cur->p;
+    next->a = cur->a;
+    next->b = cur->b;
+    if (n_kept) (*n_kept)++;
+}
+
+ghf_mstep_status ghf_mstep(ghf_family fam, ghf_mstep_opts *o, const double *stats,
                            const ghf_params *cur, ghf_params *next, char *why, size_t whylen)
 {
     const int d = cur->d;
@@ -99,14 +146,15 @@ ghf_mstep_status ghf_mstep(ghf_family fam, const ghf_mstep_opts *o, const double
     const double s1 = stats[GHF_ST_S1] / n, s2 = stats[GHF_ST_S2] / n, s3 = stats[GHF_ST_S3] / n;
     const double *S4 = stats + GHF_ST_S4, *S5 = stats + ghf_stats_s5(d), *S6 = stats + ghf_stats_s6(d);
     if (!isfinite(s1) || !isfinite(s2) || !isfinite(s3)) {
-        snprintf(why, whylen, "non-finite posterior moments (E[1/Y]=%g, E[Y]=%g)", s1, s2);
-        return GHF_MSTEP_FAILED;
+        /* posterior moments that overflow: rows sit where the density is unbounded */
+        snprintf(why, whylen, "boundary: the posterior moments overflow (E[1/Y]=%g, E[Y]=%g: the fit collapses onto tied observations)", s1, s2);
+        return GHF_MSTEP_BOUNDARY;
     }
     /* D = 1 - s1 s2 <= 0 by Jensen and Cauchy-Schwarz (math.md 3.1) */
     const double D = 1.0 - s1 * s2;
     if (!(D < -1e-14)) {
         snprintf(why, whylen, "boundary: E[Y]E[1/Y] -> 1 (the mixing variable degenerates; Gaussian limit)");
-        return GHF_MSTEP_BOUNDARY;
+        return GHF_MSTEP_GAUSS;
     }
     for (int i = 0; i < d; i++) {
         const double s4 = S4[i] / n, s5 = S5[i] / n;
@@ -121,61 +169,63 @@ ghf_mstep_status ghf_mstep(ghf_family fam, const ghf_mstep_opts *o, const double
             next->sigma[i * d + j] = v;
             next->sigma[j * d + i] = v;
         }
+        /* Sigma_ii is a difference of terms that cancel when a few rows
+         * dominate the statistics (gross outliers explained by a huge Y):
+         * stop before the cancellation eats more than GHF_MSTEP_DIGITS_LOST
+         * digits (well before rounding decides, so every rank count stops at
+         * the same iteration) */
+        const double s5i = S5[i] / n, mi = next->mu[i], gi = next->gamma[i];
+        const double mag = fabs(S6[i * d + i] / n) + 2.0 * fabs(s5i * mi) + s1 * mi * mi + s2 * gi * gi;
+        if (!(next->sigma[i * d + i] > GHF_MSTEP_PRECISION * mag)) {
+            snprintf(why, whylen, "boundary: the update of Sigma loses its precision in column %d (a few observations dominate the statistics: gross outliers explained by a huge mixing variable)", i);
+            return GHF_MSTEP_BOUNDARY;
+        }
     }
     /* subordinator */
+    const double p_max = (o && o->p_max > 0) ? o->p_max : 50.0;
+    const double eta[3] = {s3, s1, s2};
+    int *n_kept = o ? &o->n_kept : NULL;
     if (fam == GHF_FAMILY_NIG) {
         const double mu_ig = s2, lam = 1.0 / (s1 - 1.0 / s2);
         if (!(lam > 0) || !isfinite(lam)) {
             snprintf(why, whylen, "boundary: NIG lambda -> infinity (Gaussian limit)");
-            return GHF_MSTEP_BOUNDARY;
+            return GHF_MSTEP_GAUSS;
         }
         next->p = -0.5;
         next->a = lam / (mu_ig * mu_ig);
         next->b = lam;
     } else if (o && o->fix_p) {
-        double a, b;
-        const int rc = ghf_gig_solve_fixed_p(cur->p, s1, s2, cur->a, cur->b, &a, &b);
-        if (rc != 0) {
-            snprintf(why, whylen, rc == 1 ? "boundary: GIG a or b -> 0 at fixed p=%g"
-                                          : "GIG solve failed at fixed p=%g", cur->p);
-            return rc == 1 ? GHF_MSTEP_BOUNDARY : GHF_MSTEP_FAILED;
+        double cand[3] = {cur->p, NAN, NAN};
+        const int rc = ghf_gig_solve_fixed_p(cur->p, s1, s2, cur->a, cur->b, &cand[1], &cand[2]);
+        if (rc == 1) {
+            /* the optimum at this p lies on a face: a = 0 (p < 0) or b = 0 (p > 0) */
+            if (cur->p < 0.0) cand[1] = 0.0;
+            else if (cur->p > 0.0) cand[2] = 0.0;
         }
-        next->a = a;
-        next->b = b;
+        gig_accept(cur, cand, eta, p_max, next, n_kept);
     } else {
         ghf_gig_solver_opts so;
         ghf_gig_solver_defaults(&so);
-        if (o && o->p_max > 0) so.p_max = o->p_max;
-        const double eta[3] = {s3, s1, s2}, warm[3] = {cur->p, cur->a, cur->b};
+        so.p_max = p_max;
+        const double warm[3] = {cur->p, cur->a, cur->b};
         const int warm_ok = cur->a > 0.0 && cur->b > 0.0; /* on a face: cold start */
         double out[3];
         int iters = 0;
         const ghf_gig_status st = ghf_gig_solve(eta, warm_ok ? warm : NULL, &so, out, &iters);
-        if (st == GHF_GIG_BOUNDARY && isfinite(out[0]) && fabs(out[0]) < so.p_max &&
-            ((out[1] == 0.0 && out[0] < 0.0 && out[2] > 0.0 && isfinite(out[2])) ||
-             (out[2] == 0.0 && out[0] > 0.0 && out[1] > 0.0 && isfinite(out[1])))) {
-            /* The update lies on a face of the GIG domain: a = 0 (the skewed
-             * Student-t limit, Y inverse Gamma) or b = 0 (the variance-gamma
-             * limit, Y Gamma).  That is still a valid EM update: the E-step
-             * and the likelihood are defined there, so EM continues inside
-             * the limiting family and the status will say "boundary". */
-            next->p = out[0];
-            next->a = out[1];
-            next->b = out[2];
-            return GHF_MSTEP_OK;
+        if (st == GHF_GIG_INFEASIBLE) {
+            /* E log Y, E 1/Y, E Y of a point mass to rounding */
+            snprintf(why, whylen, "boundary: the GIG statistics are those of a constant (Gaussian limit)");
+            return GHF_MSTEP_GAUSS;
         }
-        if (st == GHF_GIG_BOUNDARY || st == GHF_GIG_INFEASIBLE) {
-            snprintf(why, whylen, "boundary: the GIG subordinator runs to the edge of its domain (%s; p=%.6g a=%.3g b=%.3g)",
-                     ghf_gig_status_str(st), out[0], out[1], out[2]);
-            return GHF_MSTEP_BOUNDARY;
-        }
-        if (st != GHF_GIG_OK || !isfinite(out[0]) || !isfinite(out[1]) || !isfinite(out[2])) {
-            snprintf(why, whylen, "GIG M-step solve failed (%s)", ghf_gig_status_str(st));
+        if (st == GHF_GIG_BADINPUT) {
+            snprintf(why, whylen, "GIG M-step: invalid statistics (E log Y=%g, E 1/Y=%g, E Y=%g)", s3, s1, s2);
             return GHF_MSTEP_FAILED;
         }
-        next->p = out[0];
-        next->a = out[1];
-        next->b = out[2];
+        /* OK; BOUNDARY: the optimum on a face a = 0 (skewed Student-t limit)
+         * or b = 0 (variance-gamma limit), where the E-step and the
+         * likelihood are defined, or on |p| = p_max: valid updates, EM goes
+         * on there; MAXITER: the best point the solver found, if it improves */
+        gig_accept(cur, out, eta, p_max, next, n_kept);
     }
     return GHF_MSTEP_OK;
 }
