@@ -258,8 +258,7 @@ int ghf_cmd_fit(int argc, char **argv)
     eo.n_starts = a.starts;
     eo.quiet = a.quiet;
     eo.accel = a.accel;
-    eo.data_mean = data.zero;
-    eo.data_cov = data.cov;
+    ghf_data_em_opts(&data, &eo);
     eo.stop_flag = &ghf_stop_requested;
     if (a.fix_p) {
         eo.fix_p = 1;

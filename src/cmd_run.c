@@ -748,8 +748,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         char label[80];
         snprintf(label, sizeof label, "%s: ", s->name);
         eo.label = label;
-        eo.data_mean = data->zero;
-        eo.data_cov = data->cov;
+        ghf_data_em_opts(data, &eo);
         eo.stop_flag = &ghf_stop_requested;
         if (s->fix_p) {
             eo.fix_p = 1;

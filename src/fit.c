@@ -11,9 +11,136 @@ const char *const ghf_phase_names[GHF_NPHASES] = {"read", "init", "estep", "allr
 void ghf_data_free(ghf_data *g)
 {
     free(g->shift);
+    free(g->mean);
     free(g->cov);
-    free(g->zero);
-    g->shift = g->cov = g->zero = NULL;
+    free(g->rmean);
+    free(g->rcov);
+    g->shift = g->mean = g->cov = g->rmean = g->rcov = NULL;
+}
+
+void ghf_data_em_opts(const ghf_data *g, ghf_em_opts *o)
+{
+    o->data_mean = g->mean;
+    o->data_cov = g->cov;
+    o->data_rmean = g->rmean;
+    o->data_rcov = g->rcov;
+    o->ll_gauss = g->ll_gauss;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..m) (reorders v). */
+static double median_of(double *v, int64_t m)
+{
+    qsort(v, (size_t)m, sizeof *v, cmp_double);
+    return (m % 2) ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+}
+
+/* Column medians and MADs of a sample of rows: those whose global row index
+ * is a multiple of a stride (at most ~8192 rows; with dropped rows, whose
+ * global indices are unknown, the local index is used).  Collective. */
+static int sample_location(MPI_Comm comm, const ghf_shard *s, double *med, double *mad)
+{
+    const int d = s->d;
+    const int64_t n = s->n_global;
+    int64_t k = (n + 8191) / 8192;
+    const int64_t kd = (int64_t)((double)n * d / 4.0e6) + 1; /* at most ~4e6 sampled values */
+    if (kd > k) k = kd;
+    const int64_t base = s->row0 >= 0 ? s->row0 : 0;
+    int64_t first = (k - base % k) % k, m = 0;
+    for (int64_t l = first; l < s->nrows; l += k) m++;
+    int size;
+    MPI_Comm_size(comm, &size);
+    int *cnt = malloc((size_t)size * sizeof(int)), *dsp = malloc((size_t)size * sizeof(int));
+    int mine = (int)(m * d), total = 0, ok = cnt && dsp;
+    double *loc = malloc((size_t)(m > 0 ? m : 1) * d * sizeof(double));
+    ok = ok && loc;
+    if (!ok) mine = 0;
+    int fail = !ok, any_fail = 0;
+    MPI_Allreduce(&fail, &any_fail, 1, MPI_INT, MPI_MAX, comm);
+    if (any_fail) {
+        free(cnt), free(dsp), free(loc);
+        return -1;
+    }
+    for (int64_t l = first, i = 0; l < s->nrows; l += k, i++) memcpy(loc + i * d, s->x + l * d, (size_t)d * sizeof(double));
+    MPI_Allgather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, comm);
+    for (int r = 0; r < size; r++) {
+        dsp[r] = total;
+        total += cnt[r];
+    }
+    double *all = malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
+    const int64_t ms = total / d;
+    double *col = malloc((size_t)(ms > 0 ? ms : 1) * sizeof(double));
+    fail = !all || !col;
+    MPI_Allreduce(&fail, &any_fail, 1, MPI_INT, MPI_MAX, comm);
+    if (!any_fail) MPI_Allgatherv(loc, mine, MPI_DOUBLE, all, cnt, dsp, MPI_DOUBLE, comm);
+    if (!any_fail && ms > 0) {
+        for (int j = 0; j < d; j++) {
+            for (int64_t i = 0; i < ms; i++) col[i] = all[i * d + j];
+            med[j] = median_of(col, ms);
+            for (int64_t i = 0; i < ms; i++) col[i] = fabs(col[i] - med[j]);
+            mad[j] = median_of(col, ms);
+        }
+    } else {
+        for (int j = 0; j < d; j++) med[j] = mad[j] = 0.0;
+    }
+    free(cnt), free(dsp), free(loc), free(all), free(col);
+    return any_fail ? -1 : 0;
+}
+
+/* Global mean and biased covariance of the rows with keep(row) (all rows when
+ * z is NULL), two passes; returns the global count. */
+static int64_t moments(MPI_Comm comm, const ghf_shard *s, const double *z, double *mean, double *cov, double *buf)
+{
+    const int d = s->d;
+    int64_t cnt = 0;
+    memset(buf, 0, ((size_t)d * d + d + 1) * sizeof(double));
+    for (int64_t i = 0; i < s->nrows; i++) {
+        const double *xi = s->x + i * d;
+        if (z && !ghf__row_kept(xi, z, d)) continue;
+        for (int j = 0; j < d; j++) buf[j] += xi[j];
+        buf[d] += 1.0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, buf, d + 1, MPI_DOUBLE, MPI_SUM, comm);
+    cnt = (int64_t)buf[d];
+    if (cnt < 1) return 0;
+    for (int j = 0; j < d; j++) mean[j] = buf[j] / (double)cnt;
+    memset(buf, 0, ((size_t)d * d + d) * sizeof(double));
+    for (int64_t i = 0; i < s->nrows; i++) {
+        const double *xi = s->x + i * d;
+        if (z && !ghf__row_kept(xi, z, d)) continue;
+        for (int j = 0; j < d; j++) buf[j] += xi[j] - mean[j];
+    }
+    MPI_Allreduce(MPI_IN_PLACE, buf, d, MPI_DOUBLE, MPI_SUM, comm);
+    for (int j = 0; j < d; j++) mean[j] += buf[j] / (double)cnt;
+    memset(buf, 0, (size_t)d * d * sizeof(double));
+    for (int64_t i = 0; i < s->nrows; i++) {
+        const double *xi = s->x + i * d;
+        if (z && !ghf__row_kept(xi, z, d)) continue;
+        for (int j = 0; j < d; j++) {
+            const double a = xi[j] - mean[j];
+            for (int k = 0; k <= j; k++) buf[j * d + k] += a * (xi[k] - mean[k]);
+        }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, buf, d * d, MPI_DOUBLE, MPI_SUM, comm);
+    for (int j = 0; j < d; j++)
+        for (int k = 0; k <= j; k++) {
+            const double v = buf[j * d + k] / (double)cnt;
+            cov[j * d + k] = v;
+            cov[k * d + j] = v;
+        }
+    return cnt;
+}
+
+int ghf__row_kept(const double *x, const double *zlim, int d)
+{
+    for (int j = 0; j < d; j++)
+        if (fabs(x[j]) > zlim[j]) return 0;
+    return 1;
 }
 
 int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen)
@@ -24,12 +151,16 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     out->d = d;
     out->nrows = s->nrows;
     out->x = s->x;
+    out->ll_gauss = NAN;
     out->shift = calloc((size_t)d, sizeof(double));
+    out->mean = calloc((size_t)d, sizeof(double));
     out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
-    out->zero = calloc((size_t)d, sizeof(double));
-    double *buf = calloc((size_t)d * (size_t)d + 1, sizeof(double));
-    if (!out->shift || !out->cov || !out->zero || !buf) {
-        free(buf);
+    double *buf = calloc((size_t)d * (size_t)d + d + 1, sizeof(double));
+    double *mad = calloc((size_t)d, sizeof(double)), *zlim = calloc((size_t)d, sizeof(double));
+    int fail = !out->shift || !out->mean || !out->cov || !buf || !mad || !zlim, any = 0;
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, comm);
+    if (any) {
+        free(buf), free(mad), free(zlim);
         ghf_data_free(out);
         snprintf(err, errlen, "out of memory");
         return 1;
@@ -37,7 +168,7 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     if (s->n_global < (int64_t)d + 1) {
         snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
                  (long long)s->n_global, d, d + 1);
-        free(buf);
+        free(buf), free(mad), free(zlim);
         ghf_data_free(out);
         return 2;
     }
@@ -54,45 +185,115 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
         out->scale_log2 = -e;
         for (int64_t i = 0; i < s->nrows * d; i++) s->x[i] = ldexp(s->x[i], out->scale_log2);
     }
-    /* two passes for the mean (accurate even for data far from the origin) */
-    for (int64_t i = 0; i < s->nrows; i++)
-        for (int j = 0; j < d; j++) out->shift[j] += s->x[i * d + j];
-    MPI_Allreduce(MPI_IN_PLACE, out->shift, d, MPI_DOUBLE, MPI_SUM, comm);
-    for (int j = 0; j < d; j++) out->shift[j] /= (double)s->n_global;
-    for (int j = 0; j < d; j++) buf[j] = 0.0;
-    for (int64_t i = 0; i < s->nrows; i++)
-        for (int j = 0; j < d; j++) buf[j] += s->x[i * d + j] - out->shift[j];
-    MPI_Allreduce(MPI_IN_PLACE, buf, d, MPI_DOUBLE, MPI_SUM, comm);
-    for (int j = 0; j < d; j++) out->shift[j] += buf[j] / (double)s->n_global;
-    for (int64_t i = 0; i < s->nrows; i++)
-        for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
-    memset(buf, 0, ((size_t)d * (size_t)d + 1) * sizeof(double));
-    for (int64_t i = 0; i < s->nrows; i++) {
-        const double *xi = s->x + i * d;
-        for (int j = 0; j < d; j++)
-            for (int k = 0; k <= j; k++) buf[j * d + k] += xi[j] * xi[k];
+    /* Centre by the global column means, or, when there are gross outliers,
+     * by the column medians of a sample: one outlier can move the mean so far
+     * that subtracting it rounds every other row (1e20 in 2e4 rows shifts
+     * the mean by 5e15). */
+    if (sample_location(comm, s, zlim, mad) != 0) {
+        free(buf), free(mad), free(zlim);
+        ghf_data_free(out);
+        snprintf(err, errlen, "out of memory");
+        return 1;
     }
-    MPI_Allreduce(MPI_IN_PLACE, buf, d * d, MPI_DOUBLE, MPI_SUM, comm);
-    for (int j = 0; j < d; j++)
-        for (int k = 0; k <= j; k++) {
-            const double v = buf[j * d + k] / (double)s->n_global;
-            out->cov[j * d + k] = v;
-            out->cov[k * d + j] = v;
+    /* robust z-score limits (columns with a zero MAD, more than half ties,
+     * flag nothing); zlim holds the medians until here */
+    double *med = out->mean; /* scratch until the moments are known */
+    int any_lim = 0;
+    for (int j = 0; j < d; j++) {
+        med[j] = zlim[j];
+        zlim[j] = mad[j] > 0.0 ? GHF_OUTLIER_Z * 1.4826 * mad[j] : INFINITY;
+        any_lim |= mad[j] > 0.0;
+    }
+    int64_t nout = 0;
+    if (any_lim) {
+        for (int64_t i = 0; i < s->nrows; i++) {
+            const double *xi = s->x + i * d;
+            for (int j = 0; j < d; j++)
+                if (fabs(xi[j] - med[j]) > zlim[j]) {
+                    nout++;
+                    break;
+                }
         }
-    free(buf);
+        MPI_Allreduce(MPI_IN_PLACE, &nout, 1, MPI_INT64_T, MPI_SUM, comm);
+    }
+    if (nout > 0) {
+        for (int j = 0; j < d; j++) out->shift[j] = med[j];
+        for (int64_t i = 0; i < s->nrows; i++)
+            for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
+        moments(comm, s, NULL, out->mean, out->cov, buf);
+    } else {
+        /* the global mean, in two passes (accurate for data far from the
+         * origin); the centred data then have mean zero */
+        for (int j = 0; j < d; j++) out->shift[j] = 0.0;
+        for (int64_t i = 0; i < s->nrows; i++)
+            for (int j = 0; j < d; j++) out->shift[j] += s->x[i * d + j];
+        MPI_Allreduce(MPI_IN_PLACE, out->shift, d, MPI_DOUBLE, MPI_SUM, comm);
+        for (int j = 0; j < d; j++) out->shift[j] /= (double)s->n_global;
+        for (int j = 0; j < d; j++) buf[j] = 0.0;
+        for (int64_t i = 0; i < s->nrows; i++)
+            for (int j = 0; j < d; j++) buf[j] += s->x[i * d + j] - out->shift[j];
+        MPI_Allreduce(MPI_IN_PLACE, buf, d, MPI_DOUBLE, MPI_SUM, comm);
+        for (int j = 0; j < d; j++) out->shift[j] += buf[j] / (double)s->n_global;
+        for (int64_t i = 0; i < s->nrows; i++)
+            for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
+        memset(buf, 0, ((size_t)d * (size_t)d + 1) * sizeof(double));
+        for (int64_t i = 0; i < s->nrows; i++) {
+            const double *xi = s->x + i * d;
+            for (int j = 0; j < d; j++)
+                for (int k = 0; k <= j; k++) buf[j * d + k] += xi[j] * xi[k];
+        }
+        MPI_Allreduce(MPI_IN_PLACE, buf, d * d, MPI_DOUBLE, MPI_SUM, comm);
+        for (int j = 0; j < d; j++) {
+            out->mean[j] = 0.0;
+            for (int k = 0; k <= j; k++) {
+                const double v = buf[j * d + k] / (double)s->n_global;
+                out->cov[j * d + k] = v;
+                out->cov[k * d + j] = v;
+            }
+        }
+    }
     for (int j = 0; j < d; j++) {
         const double v = out->cov[j * d + j];
         if (!isfinite(v)) {
             snprintf(err, errlen, "%s: column %d: the values are so large that their variance overflows double precision; rescale the data", what, j);
+            free(buf), free(mad), free(zlim);
             ghf_data_free(out);
             return 2;
         }
         if (!(v > 0.0)) {
             snprintf(err, errlen, "%s: column %d is constant: the covariance is singular", what, j);
+            free(buf), free(mad), free(zlim);
             ghf_data_free(out);
             return 2;
         }
     }
+    /* the Gaussian limit: log-likelihood of N(mean, cov) */
+    {
+        double *L = buf;
+        if (ghf_cholesky(d, out->cov, L) == 0) {
+            double logdet = 0.0;
+            for (int j = 0; j < d; j++) logdet += 2.0 * log(L[j * d + j]);
+            out->ll_gauss = -0.5 * (double)out->n_global * (d * GHF_LOG_2PI + logdet + d);
+        }
+    }
+    /* moments without the gross outliers: the start of a second candidate */
+    if (nout > 0 && s->n_global - nout >= (int64_t)d + 1) {
+        out->rmean = calloc((size_t)d, sizeof(double));
+        out->rcov = calloc((size_t)d * (size_t)d, sizeof(double));
+        fail = !out->rmean || !out->rcov;
+        MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, comm);
+        if (!any) {
+            moments(comm, s, zlim, out->rmean, out->rcov, buf);
+            int ok = 1;
+            for (int j = 0; j < d; j++) ok &= out->rcov[j * d + j] > 0.0;
+            if (ok) out->n_outliers = nout;
+        }
+        if (!out->n_outliers) {
+            free(out->rmean), free(out->rcov);
+            out->rmean = out->rcov = NULL;
+        }
+    }
+    free(buf), free(mad), free(zlim);
     return 0;
 }
 

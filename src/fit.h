@@ -10,18 +10,34 @@
 #include "em.h"
 #include "h5io.h"
 
-/* A shard ready for EM: centred by the global column means. */
+/* A shard ready for EM: centred by a robust location (the column medians of
+ * a sample of rows chosen by global row index, so the same on every rank
+ * count), with the global moments EM starts from. */
 typedef struct ghf_data {
     int64_t n_global;
     int d;
     int64_t nrows;
     double *x;     /* [nrows*d] centred rows (owned by the shard it came from) */
-    double *shift; /* [d] the global column means that were subtracted */
+    double *shift; /* [d] the location that was subtracted (data coordinates, after scaling) */
+    double *mean;  /* [d] the global column means of the centred rows */
     double *cov;   /* [d*d] the global (biased) covariance */
-    double *zero;  /* [d] zeros: the mean of the centred data */
+    double *rmean, *rcov; /* [d], [d*d] the moments of the rows that are not gross
+                             outliers (robust z-score > GHF_OUTLIER_Z in some column),
+                             NULL when there are none */
+    int64_t n_outliers;   /* rows left out of rmean, rcov */
+    double ll_gauss;      /* log-likelihood of N(mean, cov) in internal coordinates
+                             (the Gaussian limit of every family); NaN if cov is singular */
     int scale_log2; /* the rows were multiplied by 2^scale_log2 before centring
                        (0 unless the data are near the limits of double) */
 } ghf_data;
+
+/* robust z-score |x - median| / (1.4826 MAD) beyond which a row is an outlier
+ * for the robust start */
+#define GHF_OUTLIER_Z 10.0
+
+/* The moments and the Gaussian limit of g for EM's starts (sets the data_*
+ * fields of o). */
+void ghf_data_em_opts(const ghf_data *g, ghf_em_opts *o);
 
 /* Parameters between data coordinates and the internal (scaled, centred)
  * coordinates EM works in.  to_data also returns to the |Sigma| = 1 gauge. */
@@ -32,6 +48,8 @@ void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params
  * data are unusable (fewer than d + 1 rows, a constant column, ...). */
 int  ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen);
 void ghf_data_free(ghf_data *g);
+/* 1 if |x_j| <= zlim_j for every column (not an outlier) */
+int ghf__row_kept(const double *x, const double *zlim, int d);
 
 /* Profile phases, in output order. */
 enum { GHF_PH_READ, GHF_PH_INIT, GHF_PH_ESTEP, GHF_PH_ALLREDUCE, GHF_PH_MSTEP, GHF_PH_WRITE, GHF_PH_TOTAL, GHF_NPHASES };

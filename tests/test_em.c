@@ -77,8 +77,7 @@ static int fit(run *R, double *x, int64_t n, int d, ghf_family fam, int max_iter
     o.max_iter = max_iter;
     o.tol = tol;
     o.quiet = 1;
-    o.data_mean = R->data.zero;
-    o.data_cov = R->data.cov;
+    ghf_data_em_opts(&R->data, &o);
     if (ghf_em_fit(MPI_COMM_WORLD, R->be, d, &o, &R->em, err, sizeof err)) {
         fprintf(stderr, "em: %s\n", err);
         return -1;
