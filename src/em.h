@@ -43,10 +43,16 @@ typedef struct ghf_em_opts {
     double p_fixed;
     int quiet;       /* rank 0 prints a line per iteration unless quiet */
     int accel;       /* 1: SQUAREM extrapolation (default), 0: plain EM */
+    int no_nested;   /* GH: do not add the NIG fit to the starts (see em.c) */
+    int nested_run;  /* internal: this fit is such a start (no end-of-fit comparisons) */
     const char *label; /* prefix of the per-iteration lines (sweeps) */
-    /* Moments of the (centred) data, for the moment initialisation. */
-    const double *data_mean; /* [d] */
-    const double *data_cov;  /* [d*d] */
+    /* Moments of the (centred) data, for the moment initialisation
+     * (ghf_data_em_opts sets them). */
+    const double *data_mean;  /* [d] */
+    const double *data_cov;   /* [d*d] */
+    const double *data_rmean; /* [d] moments without gross outliers, or NULL */
+    const double *data_rcov;  /* [d*d] */
+    double ll_gauss;          /* log-likelihood of N(data_mean, data_cov); NaN: unknown */
     /* Start here instead of the moment initialisation (warm start), or NULL. */
     const ghf_params *init;
     /* Continue from a saved state (checkpoint), or NULL. */
@@ -82,6 +88,7 @@ typedef struct ghf_em_result {
     int n_decrease;    /* iterations whose log-likelihood fell by more than round-off */
     int n_estep;       /* E-steps run (plain EM: n_iter + 1) */
     int n_accel_accepted, n_accel_rejected; /* SQUAREM extrapolations */
+    int n_gig_kept;    /* M-steps that kept the subordinator (its solve did not improve it) */
     double t_init, t_estep, t_allreduce, t_mstep, t_total;
 } ghf_em_result;
 
