@@ -18,3 +18,9 @@ add_test(NAME batch_slurm COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slurm.sh 
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm ${CMAKE_BINARY_DIR})
 set_tests_properties(batch_slurm PROPERTIES LABELS "slurm;batch" TIMEOUT 500 PROCESSORS 2
   SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")
+# cmake --install to a fresh prefix, module load of the generated modulefile,
+# the README's usage lines with a bare ghfit (skipped without a module system).
+add_test(NAME install_module COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install_module.sh ${CMAKE_BINARY_DIR}
+         ${CMAKE_BINARY_DIR}/work/install_module)
+set_tests_properties(install_module PROPERTIES LABELS "install;mpi" TIMEOUT 300 PROCESSORS 2
+  SKIP_RETURN_CODE 77 ENVIRONMENT "${GHF_MPI_ENV}")
