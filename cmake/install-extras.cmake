@@ -4,7 +4,8 @@
 # Set by the install(CODE) in CMakeLists.txt: GHFIT_SRC, GHFIT_BUILD,
 # GHFIT_VERSION, GHFIT_BINDIR, GHFIT_DATADIR, GHFIT_DOCDIR.
 set(GHFIT_PREFIX "${CMAKE_INSTALL_PREFIX}")
-set(stage "${GHFIT_BUILD}/install-stage")
+string(MD5 prefix_id "${GHFIT_PREFIX}")   # one staging folder per prefix: installs may run side by side
+set(stage "${GHFIT_BUILD}/install-stage/${prefix_id}")
 file(MAKE_DIRECTORY "${stage}")
 foreach(s ghfit.sbatch ghfit-array.sbatch)
   file(READ "${GHFIT_SRC}/slurm/${s}" text)

@@ -22,7 +22,8 @@
 #     resumes and gives the same bits as an uninterrupted fit;
 #  9. a requeue by Slurm (scontrol requeue from outside, what PreemptMode=
 #     REQUEUE does): the job stops with a checkpoint, Slurm starts it again, it
-#     resumes and gives the same bits;
+#     resumes and gives the same bits; `scancel --signal=USR1` (checkpoint now
+#     and requeue): the job requeues itself and resumes;
 # 10. the time limit: --time=1 with the default --signal=B:USR1@300: the
 #     warning is moved to 15 s before the end, the job checkpoints, requeues
 #     itself, resumes, and gives the same bits;
@@ -83,6 +84,8 @@ j_can=$(GHFIT_TEST_ITER_SLEEP=400 GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W
         "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/can.h5") || die "sbatch cancel"
 j_pre=$(GHFIT_TEST_ITER_SLEEP=400 GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W/pre-%j.out" \
         "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/pre.h5") || die "sbatch preempt"
+j_usr=$(GHFIT_TEST_ITER_SLEEP=400 GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W/usr-%j.out" \
+        "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/usr.h5") || die "sbatch usr1"
 # 2, 3, 4, 5
 j_fit=$(sub --ntasks=2 --output="$W/fit-%j.out" "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/fit.h5") ||
   die "sbatch --ntasks=2"
@@ -100,7 +103,7 @@ j_rd=$(sbatch --parsable --chdir="$W/clean" --output="$W/clean/readme-%j.out" "$
 cmake --install "$B" --prefix "$W/prefix" > install.txt 2>&1 || { cat install.txt; die "cmake --install"; }
 j_inst=$(env -u GHFIT PATH=/usr/local/bin:/usr/bin:/bin sbatch --parsable --chdir="$W" --ntasks=2 --output="$W/inst-%j.out" \
          "$W/prefix/share/ghfit/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/inst.h5") || die "sbatch installed script"
-echo "submitted: time limit $j_tl, --time=2 $j_t2, cancel $j_can, requeue $j_pre, fit $j_fit, cpus $j_cpt," \
+echo "submitted: time limit $j_tl, --time=2 $j_t2, cancel $j_can, requeue $j_pre, usr1 $j_usr, fit $j_fit, cpus $j_cpt," \
      "array $j_arr, typo $j_typo, README $j_rd, installed $j_inst"
 
 # 8, 9: stop the two slow fits once they have a checkpoint
@@ -110,6 +113,9 @@ scancel "$j_can" || die "scancel $j_can"
 for _ in $(seq 1 240); do [ -e pre.ckpt.h5 ] && break; sleep 0.25; done
 [ -e pre.ckpt.h5 ] || die "no checkpoint pre.ckpt.h5 from job $j_pre"
 scontrol requeue "$j_pre" || die "scontrol requeue $j_pre"
+for _ in $(seq 1 240); do [ -e usr.ckpt.h5 ] && break; sleep 0.25; done
+[ -e usr.ckpt.h5 ] || die "no checkpoint usr.ckpt.h5 from job $j_usr"
+scancel --signal=USR1 "$j_usr" || die "scancel --signal=USR1 $j_usr"
 
 # references (while the jobs run)
 mpirun -np 2 "$G" fit "${FA[@]}" --out "$W/ref.h5" > ref.txt 2>&1 || { cat ref.txt; die "reference fit"; }
@@ -246,6 +252,15 @@ grep -q "status 75" "pre-$j_pre.out" || die "the requeued job did not stop with 
 grep -q -- "--checkpoint $W/pre.ckpt.h5 --checkpoint-every 4 --resume" "pre-$j_pre.out" || die "the requeued job did not resume"
 same_as pre.h5 ref.dump || die "requeued fit differs from the uninterrupted one"
 [ $fail = 0 ] && ok "requeued by Slurm (as PreemptMode=REQUEUE does): checkpoint, restart, resume, same bits"
+
+wait_state "$j_usr" 120 COMPLETED FAILED CANCELLED TIMEOUT || die "USR1 job $j_usr did not end"
+show "usr-$j_usr.out"
+[ "$(state_of "$j_usr")" = COMPLETED ] && [ "$(restarts_of "$j_usr")" = 1 ] ||
+  die "USR1 job: state $(state_of "$j_usr"), restarts $(restarts_of "$j_usr"); expected COMPLETED, 1"
+grep -q "requeueing job $j_usr" "usr-$j_usr.out" || die "scancel --signal=USR1: the job did not requeue itself"
+grep -q -- "--checkpoint $W/usr.ckpt.h5 --checkpoint-every 4 --resume" "usr-$j_usr.out" || die "USR1 job did not resume"
+same_as usr.h5 ref.dump || die "USR1-requeued fit differs from the uninterrupted one"
+[ $fail = 0 ] && ok "scancel --signal=USR1: checkpoint, the job requeues itself, resumes, same bits"
 
 # ---- 11. --time=2 does not loop ------------------------------------------------------------------
 wait_state "$j_t2" 150 COMPLETED FAILED CANCELLED TIMEOUT || die "--time=2 job $j_t2 did not end"
