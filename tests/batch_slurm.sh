@@ -11,6 +11,9 @@
 #  4. ghfit-array.sbatch --array=0-2 --cpus-per-task=2 over a 6-fit sweep:
 #     files BASE_K.h5 named after the job's out:, per-task checkpoints, the
 #     fits of `ghfit run`; GHFIT_SLICES reruns one slice alone;
+#  4b. job-file keys win: a job file's checkpoint: and checkpoint_every: are
+#     not replaced by GHFIT_CKPT / GHFIT_CKPT_EVERY; --checkpoint-every on the
+#     command line is passed on;
 #  5. a typo in an option: the job fails within seconds, one `ghfit: error:`
 #     line naming the option in its .out;
 #  6. the README example in a clean folder: without its data it fails at once
@@ -70,6 +73,15 @@ backend: cpu
 checkpoint: '$W/arr/ck.h5'  # per array task: arr/ck_K.h5
 EOF
 mkdir -p arr
+cat > keys.yaml <<EOF
+data: $W/demo.h5
+out: $W/keys.h5
+family: nig
+quiet: true
+backend: cpu
+checkpoint: $W/keys.ck.h5
+checkpoint_every: 7
+EOF
 sub() { sbatch --parsable --chdir="$W" "$@"; }
 
 # ---- submit: the slow cases first, then the quick ones -------------------------------------
@@ -93,6 +105,10 @@ j_cpt=$(sub --ntasks=1 --cpus-per-task=2 --output="$W/cpt-%j.out" \
         "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/cpt.h5") || die "sbatch --ntasks=1 --cpus-per-task=2 refused"
 j_arr=$(sub --array=0-2 --cpus-per-task=2 --output="$W/arr-%A_%a.out" "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") ||
   die "sbatch --array=0-2 --cpus-per-task=2"
+j_key=$(GHFIT_CKPT="$W/env.ck.h5" GHFIT_CKPT_EVERY=3 sub --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run "$W/keys.yaml") ||
+  die "sbatch keys"
+j_key2=$(GHFIT_CKPT_EVERY=3 sub --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run "$W/keys.yaml" --out "$W/keys2.h5" \
+         --checkpoint-every 5) || die "sbatch keys 2"
 j_typo=$(sub --ntasks=2 --output="$W/typo-%j.out" "$SRC/slurm/ghfit.sbatch" fit --dtaa "$W/demo.h5" --model gh --out "$W/typo.h5") ||
   die "sbatch typo"
 # 6: the README example in a clean folder
@@ -196,6 +212,18 @@ show "one-${j_one}_1.out"
   die "GHFIT_SLICES=3 --array=1 did not rerun slice 1/3"
 [ $fail = 0 ] && ok "sbatch --array=0-2 --cpus-per-task=2: 6 fits in arr/sweep_K.h5, equal to ghfit run; one slice rerun alone"
 
+# ---- 4b. job-file keys win -----------------------------------------------------------------------
+for j in $j_key $j_key2; do
+  wait_done "$j" 60 || die "job $j did not end"
+  show "key-$j.out"
+  [ "$(state_of "$j")" = COMPLETED ] || die "job $j: state $(state_of "$j")"
+done
+grep -q "srun .* run $W/keys.yaml$" "key-$j_key.out" ||
+  die "the job file's checkpoint keys were replaced by GHFIT_CKPT / GHFIT_CKPT_EVERY"
+grep -q "srun .* run $W/keys.yaml --out $W/keys2.h5 --checkpoint-every 5$" "key-$j_key2.out" ||
+  die "--checkpoint-every on the command line was not passed on as given"
+[ $fail = 0 ] && ok "job-file checkpoint keys win over GHFIT_CKPT*; command-line options win over the job file"
+
 # ---- 6. the README example in a clean folder ------------------------------------------------
 wait_done "$j_rd" 60 || die "README job $j_rd did not end"
 show "clean/readme-$j_rd.out"
@@ -241,6 +269,8 @@ same_as can.h5 ref.dump || die "cancelled + resubmitted fit differs from the uni
 wait_done "$j_rd2" 60 || die "README job $j_rd2 did not end"
 [ "$(state_of "$j_rd2")" = COMPLETED ] && [ -e clean/results/demo/demo-run.h5 ] ||
   { show "clean/readme-$j_rd2.out"; die "README example with its data: state $(state_of "$j_rd2")"; }
+grep -q "srun .* run jobs/demo.yaml --checkpoint results/demo/demo-run.ckpt.h5$" "clean/readme-$j_rd2.out" ||
+  die "README example: the default checkpoint is not named after the job file's out:"
 [ $fail = 0 ] && ok "README example in a clean folder: one line on how to make the data, then it runs"
 
 # ---- 9 (end). requeued by Slurm: resumes -------------------------------------------------------
