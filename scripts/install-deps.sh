@@ -10,8 +10,10 @@ pkgs=(build-essential cmake pkg-config git
       libyaml-dev
       libgsl-dev
       python3 python3-venv python3-h5py python3-numpy)
+# the cluster tools the tests use: a one-node Slurm and a module system (the
+# install test loads the generated modulefile)
 if [ "${GHFIT_WITH_SLURM:-0}" = 1 ]; then
-  pkgs+=(slurmctld slurmd slurm-client munge)
+  pkgs+=(slurmctld slurmd slurm-client munge environment-modules)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

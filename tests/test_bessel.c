@@ -1,6 +1,7 @@
 /* test_bessel.c - table-driven tests of kernels/bessel.h and bessel_plan.h.
  *
- * 1. shared/data/bessel_grid.csv (2,706 points, 50-digit references):
+ * 1. tests/data/bessel_grid.csv (2,706 points, 50-digit references; its
+ *    provenance is in tests/data/README.md):
  *    log K, log(K_{v+1}/K_v) and d/dv log K at every point; also
  *    log(K_{v-1}/K_v) at order v+1 against -log(K_{v+1}/K_v).
  * 2. tests/data/bessel_ref_random.csv (random points from
@@ -96,7 +97,7 @@ static FILE *open_data(const char *env, const char *fallback_rel, const char *fi
 /* ---------------------------------------------------------------------- */
 static void test_grid(void)
 {
-    FILE *f = open_data("GHF_SHARED_DIR", "../shared", "data/bessel_grid.csv");
+    FILE *f = open_data("GHF_BESSEL_TEST_DATA", "tests/data", "bessel_grid.csv");
     char line[4096];
     worst wl = {"grid log K", 0, 0, 0, 0}, wr = {"grid log ratio up", 0, 0, 0, 0};
     worst wd = {"grid d/dv log K", 0, 0, 0, 0}, wn = {"grid log ratio dn (v+1)", 0, 0, 0, 0};
