@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import integrate, linalg, special, stats
+from scipy import linalg, special
 
 LOG_2PI = math.log(2.0 * math.pi)
 LN2 = math.log(2.0)
@@ -222,6 +222,8 @@ class Law:
         return float(self._y_dist().median())
 
     def _y_dist(self):
+        from scipy import stats
+
         p, a, b = self.p, self.a, self.b
         if a > 0 and b > 0:
             return stats.geninvgauss(p, math.sqrt(a * b), scale=math.sqrt(b / a))
@@ -259,6 +261,8 @@ class Law:
         Both tails are accumulated from their own end so that small tail
         probabilities keep their relative accuracy; the total is normalised
         to 1."""
+        from scipy import integrate
+
         if self.dim != 1:
             raise ValueError("cdf_table needs a univariate law (use margin(j))")
         self.check()

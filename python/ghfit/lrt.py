@@ -30,8 +30,6 @@ import math
 import os
 from dataclasses import dataclass
 
-from scipy import stats
-
 MIXTURE = "0.5 chi2(0) + 0.5 chi2(1) (boundary; Self & Liang 1987)"
 
 
@@ -84,6 +82,8 @@ def _nested(r, f, d):
 
 
 def _p_value(stat, df, ref):
+    from scipy import stats
+
     s = max(stat, 0.0)
     if ref == MIXTURE:
         return 1.0 if s == 0 else 0.5 * float(stats.chi2.sf(s, 1))

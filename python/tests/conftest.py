@@ -7,16 +7,22 @@ so that the whole session makes them in a few seconds."""
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import h5py
+import matplotlib.image
 import numpy as np
 import pytest
+
+import ghfit
 
 REPO = Path(__file__).resolve().parents[2]
 FAMILIES = ("gh", "hyp", "nig", "vg", "t", "gauss")
@@ -88,7 +94,7 @@ def files(cli, work):
     multi     ghfit run: every family the binary has, p free (and the
               symmetric forms where the binary has --symmetric)
     pfix      ghfit run: GH with p fixed at -1.5 on the same data
-    sweep     ghfit run: GH and NIG on 6 windows of 400 rows, warm starts
+    sweep     ghfit run: GH and NIG on 4 windows of 400 rows, warm starts
     """
     g = cli
     out = {"data": work / "d.h5", "data4": work / "d4.h5"}
@@ -116,7 +122,7 @@ def files(cli, work):
     out["pfix"] = work / "pfix.h5"
     (work / "sweep.yaml").write_text(
         "name: sweep\ndata:\n  file: d.h5\n  rows: {start: 200, length: 2600}\nout: sweep.h5\n"
-        "family: [gh, nig]\ntol: 1e-8\nwindows: {start: 100, length: 400, step: 400}\n"
+        "family: [gh, nig]\ntol: 1e-8\nwindows: {start: 100, length: 400, step: 400, count: 4}\n"
         "warm_start: true\nquiet: true\n")
     g.run("run", "sweep.yaml")
     out["sweep"] = work / "sweep.h5"
@@ -190,3 +196,82 @@ def extended(files, work):
         del f["summary"]
         f.create_dataset("summary", data=new)
     return p
+
+
+# ------------------------------------------------------------ reports
+def run_report(*args, cwd=None):
+    return subprocess.run([report_cmd(), *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+class Tables(HTMLParser):
+    """Row counts of every table body by id, and every <img> src."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.imgs, self.stack, self.tags = {}, [], [], set()
+        self.in_body = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.add(tag)
+        if tag == "table":
+            self.stack.append(a.get("id"))
+            self.rows[a.get("id")] = 0
+        elif tag == "tbody":
+            self.in_body = True
+        elif tag == "tr" and self.in_body and self.stack:
+            self.rows[self.stack[-1]] += 1
+        elif tag == "img":
+            self.imgs.append(a.get("src", ""))
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self.stack:
+            self.stack.pop()
+        elif tag == "tbody":
+            self.in_body = False
+
+
+def parse(path):
+    text = open(path, encoding="utf-8").read()
+    t = Tables()
+    t.feed(text)
+    return text, t
+
+
+def check_self_contained(text, t):
+    assert not re.search(r"(?i)\b(https?|ftp|wss?):", text), "a network URL in the report"
+    assert "<script" not in text and "<link" not in text and "@import" not in text and "url(" not in text
+    assert t.imgs, "no images"
+    for src in t.imgs:
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        img = matplotlib.image.imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
+        assert img.ndim == 3 and img.shape[0] > 50 and img.shape[1] > 50
+    # every figure has a caption
+    assert text.count("<figure>") == len(t.imgs) == text.count("<figcaption>")
+
+
+def expected_rows(paths):
+    res = [ghfit.read(str(p)) for p in paths]
+    fits = [f for r in res for f in r.fits.values()]
+    return fits, ghfit.lr_tests(fits)
+
+
+def build(work, name, paths, *extra):
+    out = work / f"{name}.html"
+    r = run_report(*paths, *extra, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "" and r.stdout.strip() == f"wrote {out}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def reports(files, work):
+    """The three reports of the acceptance list (also opened by the browser test)."""
+    d = files["data"]
+    return {
+        "single": (build(work, "report-single", [files["single"]], "--data", d), [files["single"]]),
+        "multi": (build(work, "report-multi", [files["multi"], files["pfix"]], "--data", d),
+                  [files["multi"], files["pfix"]]),
+        "sweep": (build(work, "report-sweep", [files["sweep"]], "--data", d), [files["sweep"]]),
+    }

@@ -128,7 +128,7 @@ def test_row_windows(files):
     assert single.rows == (100, 2000) and single.data_file == "d.h5"
     sweep = ghfit.read(str(files["sweep"]))
     wins = sorted({f.window for f in sweep.fits.values()})
-    assert wins == list(range(6))
+    assert wins == list(range(4))
     for f in sweep.fits.values():
         # data.rows.start 200 + windows.start 100 + w * step 400
         assert f.rows == (300 + 400 * f.window, 400), f.name
