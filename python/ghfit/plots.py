@@ -14,7 +14,8 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
+from matplotlib import ticker  # noqa: E402  (after choosing the backend)
+from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 
 DPI = 80
@@ -42,6 +43,15 @@ def _fig(w, h, nrows=1, ncols=1, top=None, bottom=None):
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h,
                         wspace=gw / aw, hspace=gh / ah)
     return fig, axes
+
+
+def _logy(ax):
+    """A log y axis with plain-text labels (1e-05, 0.01, 1): mathtext labels
+    cost most of a figure's drawing time."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(ticker.LogLocator(numticks=8))
+    ax.yaxis.set_major_formatter(ticker.LogFormatter(labelOnlyBase=True))
+    ax.yaxis.set_minor_locator(ticker.NullLocator())
 
 
 _GLOBAL_STYLE = False
@@ -77,17 +87,17 @@ def trace(fit):
     it = np.arange(ll.size - 1)
     pos = gap > 0
     if np.any(pos):
-        ax.semilogy(it[pos], gap[pos], "o-", ms=2.5, lw=1, label="below the final value")
+        ax.plot(it[pos], gap[pos], "o-", ms=2.5, lw=1, label="below the final value")
     neg = gap < 0
     if np.any(neg):
-        ax.semilogy(it[neg], -gap[neg], "x", color="C3", ms=5, label="above the final value")
+        ax.plot(it[neg], -gap[neg], "x", color="C3", ms=5, label="above the final value")
     if not np.any(pos | neg):
         ax.text(0.5, 0.5, "every entry equals the final value", ha="center", transform=ax.transAxes)
     else:
         ax.axhline(1e-12 * max(abs(final), 1.0), ls=":", color="0.4", lw=1,
                    label="round-off level (1e-12 relative)")
         ax.legend()
-    ax.set_yscale("log")
+    _logy(ax)
     ax.set_title(f"EM trace: {fit.name}")
     ax.set_xlabel("EM iteration (count; 0 = starting parameters)")
     ax.set_ylabel("final log-lik. - log-lik. (nats)")
@@ -132,7 +142,7 @@ def margin(law, x, j, name, n_note=""):
     with np.errstate(over="ignore"):
         dens = np.exp(m.logpdf(g[:, None]))
     ax2.plot(g, dens, "C3-", lw=1.2, label="fitted density")
-    ax2.set_yscale("log")
+    _logy(ax2)
     hmin = h[h > 0].min() if np.any(h > 0) else 1e-12
     ax2.set_ylim(bottom=hmin / 5)
     ax2.set_title(f"Density, margin {j + 1} (log scale)")
@@ -291,7 +301,7 @@ def param_paths(chain, fits, max_components=12):
             if np.any(np.isfinite(y)):
                 ax.plot(x, y, lw=0.9, color="C0")
                 if key in ("a", "b") and np.all(y[np.isfinite(y)] > 0):
-                    ax.set_yscale("log")
+                    _logy(ax)
             else:
                 ax.text(0.5, 0.5, "not a parameter of this family", ha="center", transform=ax.transAxes)
         ax.set_title(title)

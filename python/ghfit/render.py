@@ -26,11 +26,11 @@ NNEXT_NAMES = ("n_next", "n_test", "n_backtest", "next_n", "n_forecast")
 
 # ------------------------------------------------------------------ HTML bits
 CSS = """
-body{font-family:sans-serif;font-size:14px;margin:1.5em auto;max-width:1100px;color:#222;padding:0 1em}
+body{font-family:sans-serif;font-size:14px;margin:1.5em auto;max-width:1240px;color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.3em;border-bottom:1px solid #ccc;margin-top:2em}h3{font-size:1.1em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0;font-size:12px}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
-th{background:#f0f0f0}td.l,th.l{text-align:left}
+th{background:#f0f0f0}td.l,th.l{text-align:left}td.w{white-space:normal;overflow-wrap:anywhere;min-width:9em;max-width:30em}
 div.scroll{max-height:32em;overflow:auto;border:1px solid #ddd;display:inline-block;max-width:100%}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption,caption{font-size:12px;color:#444;max-width:900px;text-align:left;caption-side:bottom;padding-top:4px}
@@ -62,11 +62,13 @@ def fmt(v, digits=6) -> str:
     return str(v)
 
 
-def table(tid, header, rows, caption=None, left=(), scroll=False) -> str:
+def table(tid, header, rows, caption=None, left=(), scroll=False, wrap=()) -> str:
     """rows: lists of already formatted cells (strings; HTML-escaped here
-    unless given as ('html', s))."""
+    unless given as ('html', s)); columns in `left` are left-aligned, those
+    in `wrap` wrap long text."""
     def cell(tag, i, c):
-        cls = ' class="l"' if i in left else ""
+        cls = " ".join(k for k, s in (("l", left), ("w", wrap)) if i in s)
+        cls = f' class="{cls}"' if cls else ""
         if isinstance(c, tuple) and c and c[0] == "html":
             return f"<{tag}{cls}>{c[1]}</{tag}>"
         return f"<{tag}{cls}>{esc(c)}</{tag}>"
@@ -145,7 +147,7 @@ class Report:
         rows = []
         for r in self.results:
             rows.append([r.path, str(len(r.fits))] + [fmt(r.attrs.get(k, "")) for k in keys])
-        out.append(table("files", ["file", "fits"] + list(keys), rows, left={0, 7}))
+        out.append(table("files", ["file", "fits"] + list(keys), rows, left={0, 7}, wrap={0, 7}))
         for r in self.results:
             if r.config:
                 out.append(f"<details><summary>Effective configuration of {esc(r.path)}</summary>"
@@ -193,7 +195,8 @@ class Report:
         if any(f.weighted for f in self.fits):
             cap += " Weighted fits report the weighted log-likelihood."
         return ("<h2>Summary</h2>" + table("summary", header, rows, cap,
-                                           left={off, off + 1, off + 11, off + 12}, scroll=len(rows) > 30))
+                                           left={0, off, off + 1, off + 10, off + 11}, scroll=len(rows) > 30,
+                                           wrap={off + 10, off + 11}))
 
     def lrt_part(self):
         rows = []
@@ -215,7 +218,7 @@ class Report:
                     f"</p><p class=\"note\">{esc(cap)}</p>")
         return "<h2>Likelihood-ratio tests</h2>" + table(
             "lrt", ["restricted fit", "larger fit", "df", "LR", "p-value", "reference law", "note"], rows,
-            esc(cap), left={0, 1, 5, 6}, scroll=len(rows) > 30)
+            esc(cap), left={0, 1, 5, 6}, scroll=len(rows) > 30, wrap={6})
 
     # -------------------------------------------------------------- sweeps
     def sweep_part(self, r):
@@ -418,7 +421,7 @@ def group_table(tid, g, prefix="") -> str:
             walk(sub, f"{pre}{k}/")
 
     walk(g, prefix)
-    return table(tid, ["name", "shape", "values"], rows, left={0, 2})
+    return table(tid, ["name", "shape", "values"], rows, left={0, 2}, wrap={2})
 
 
 def risk_series(fits):

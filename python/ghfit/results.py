@@ -86,6 +86,7 @@ class Fit:
         # the command line): data file, dataset, first row, row count (None: all)
         self.data_file = self.data_dataset = None
         self.row_start = self.row_count = None
+        self.cli_p_fixed = None  # --p-fixed of a `ghfit fit` command line
         m = re.match(r"^(.*)_w(\d+)$", name)
         self.window = int(m.group(2)) if m else None  # window index of a sweep fit
         self.chain = m.group(1) if m else None  # the name without the window suffix
@@ -246,8 +247,9 @@ class Fit:
     def p_fixed(self) -> float | None:
         """The fixed GIG index of a GH fit with p held fixed, else None.
 
-        From an attribute `p_fixed` when present, else from the fit name
-        (`gh_p-0.5_...` as ghfit run names them)."""
+        From an attribute `p_fixed` when present, else from `--p-fixed` on a
+        `ghfit fit` command line, else from the fit name (`gh_p-0.5_...` as
+        ghfit run names them)."""
         v = self._a("p_fixed")
         if v is not None:
             try:
@@ -255,6 +257,8 @@ class Fit:
             except (TypeError, ValueError):
                 return None
             return None if math.isnan(v) else v
+        if self.cli_p_fixed is not None:
+            return self.cli_p_fixed
         if self.family == "gh":
             m = re.match(r"gh_p([-+0-9.eE]+)(_|$)", self.name)
             if m:
@@ -388,11 +392,12 @@ def _parse_config(text):
 
 
 def _rows_from_command_line(cmd: str):
-    """(data file, dataset, start, count) from a `ghfit fit` command line."""
+    """(data file, dataset, start, count, fixed p) from a `ghfit fit`
+    command line."""
     try:
         argv = shlex.split(cmd)
     except ValueError:
-        return None, None, None, None
+        return None, None, None, None, None
     opts = {}
     i = 0
     while i < len(argv):
@@ -400,7 +405,7 @@ def _rows_from_command_line(cmd: str):
         if a.startswith("--") and "=" in a:
             k, v = a.split("=", 1)
             opts[k] = v
-        elif a in ("--data", "--dataset", "--rows") and i + 1 < len(argv):
+        elif a in ("--data", "--dataset", "--rows", "--p-fixed") and i + 1 < len(argv):
             opts[a] = argv[i + 1]
             i += 1
         i += 1
@@ -410,7 +415,11 @@ def _rows_from_command_line(cmd: str):
         if m:
             start = int(m.group(1))
             count = int(m.group(2)) if m.group(2) else None
-    return opts.get("--data"), opts.get("--dataset"), start, count
+    try:
+        pfix = float(opts["--p-fixed"]) if "--p-fixed" in opts else None
+    except ValueError:
+        pfix = None
+    return opts.get("--data"), opts.get("--dataset"), start, count, pfix
 
 
 def _locate_rows(fit: Fit, cfg: dict | None, cmd: str):
@@ -436,8 +445,9 @@ def _locate_rows(fit: Fit, cfg: dict | None, cmd: str):
             fit.row_start = base
             fit.row_count = int(count) if count is not None else None
         return
-    f, ds, start, count = _rows_from_command_line(cmd or "")
+    f, ds, start, count, pfix = _rows_from_command_line(cmd or "")
     fit.data_file, fit.data_dataset, fit.row_start, fit.row_count = f, ds, start, count
+    fit.cli_p_fixed = pfix
 
 
 def read(path: str) -> Result:

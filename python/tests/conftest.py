@@ -258,11 +258,16 @@ def expected_rows(paths):
 
 
 def build(work, name, paths, *extra):
-    out = work / f"{name}.html"
-    r = run_report(*paths, *extra, "--out", out)
+    """ghfit-report run in the work folder with file names relative to it
+    (as a user would type them; the report shows them so)."""
+    def rel(p):
+        p = Path(p)
+        return str(p.relative_to(work)) if p.is_absolute() and p.is_relative_to(work) else str(p)
+    out = f"{name}.html"
+    r = run_report(*map(rel, paths), *map(rel, extra), "--out", out, cwd=work)
     assert r.returncode == 0, r.stderr
     assert r.stderr == "" and r.stdout.strip() == f"wrote {out}"
-    return out
+    return work / out
 
 
 @pytest.fixture(scope="session")

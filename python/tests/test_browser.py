@@ -33,7 +33,7 @@ def browser():
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-              "--window-size=1200,1400", "--hide-scrollbars",
+              "--window-size=1300,1600", "--hide-scrollbars",
               # any network request goes to a closed port and fails (and would log an error)
               "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
               "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
@@ -89,11 +89,11 @@ def test_report_in_browser(browser, reports, work, which):
     d = shots_dir(work)
     assert browser.save_screenshot(str(d / f"report-{which}-top.png"))
     h = min(int(browser.execute_script("return document.documentElement.scrollHeight")), 16000)
-    browser.set_window_size(1200, h)
+    browser.set_window_size(1300, h)
     try:
         assert browser.save_screenshot(str(d / f"report-{which}.png"))
     finally:
-        browser.set_window_size(1200, 1400)
+        browser.set_window_size(1300, 1600)
     assert (d / f"report-{which}.png").stat().st_size > 10_000
 
 

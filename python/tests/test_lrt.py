@@ -68,8 +68,11 @@ def test_best_fit_of_each_model_and_negative_lr():
     assert x.p_value == 1.0 and "below" in x.note
 
 
-def test_real_files(files):
+def test_real_files(files, cli):
     """GH with p fixed at -1.5 (another file, same data) and NIG against GH."""
+    cli.run("fit", "--data", "d.h5", "--model", "gh", "--p-fixed", "-1.5", "--out", "pfix-cli.h5", "--quiet")
+    (pcli,) = ghfit.read(str(cli.work / "pfix-cli.h5")).fits.values()
+    assert pcli.name == "gh" and pcli.p_fixed == -1.5  # from the command line
     res = [ghfit.read(str(files["multi"])), ghfit.read(str(files["pfix"]))]
     fits = [f for r in res for f in r.fits.values()]
     t = pairs(ghfit.lr_tests(fits))
