@@ -172,16 +172,37 @@ class Law:
                    self.p, self.a, self.b, self.family)
 
     # ---------------------------------------------------------------- density
-    def logpdf(self, x) -> np.ndarray:
-        """log f(x) for the rows of x ([n, d], or [d] for one point); NaN rows
-        give NaN."""
+    def logpdf(self, x, missing: str = "nan") -> np.ndarray:
+        """log f(x) for the rows of x ([n, d], or [d] for one point).
+
+        Rows with NaN entries give NaN (missing="nan"), or with
+        missing="marginal" the log-density of their observed coordinates
+        under the marginal law of those coordinates (NaN if none is
+        observed), as EM over missing coordinates counts them."""
         x = np.asarray(x, dtype=float)
         one = x.ndim == 1
         x = np.atleast_2d(x)
         d = self.dim
         if x.shape[1] != d:
             raise ValueError(f"x has {x.shape[1]} columns, the law has dimension {d}")
+        if missing not in ("nan", "marginal"):
+            raise ValueError("missing must be 'nan' or 'marginal'")
         self.check()
+        if missing == "marginal":
+            obs = ~np.isnan(x)
+            part = ~np.all(obs, axis=1)
+            if np.any(part):
+                out = np.full(x.shape[0], np.nan)
+                full = ~part
+                if np.any(full):
+                    out[full] = self.logpdf(x[full])
+                pats, inv = np.unique(obs[part], axis=0, return_inverse=True)
+                rows = np.flatnonzero(part)
+                for k, pat in enumerate(pats):
+                    if pat.any():
+                        sel = rows[inv.ravel() == k]
+                        out[sel] = self.margin(np.flatnonzero(pat)).logpdf(x[np.ix_(sel, np.flatnonzero(pat))])
+                return out[0] if one else out
         L = self.chol
         logdet = 2.0 * np.sum(np.log(np.diag(L)))
         z = linalg.solve_triangular(L, (x - self.mu).T, lower=True, check_finite=False)

@@ -34,10 +34,10 @@ def _fig(w, h, nrows=1, ncols=1, top=None, bottom=None):
     any size); constrained layout would cost most of the drawing time."""
     fig = Figure(figsize=(w, h))
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    left, right = 0.75, 0.2
+    left, right = 0.9, 0.2
     top = 0.35 if top is None else top
     bottom = 0.55 if bottom is None else bottom
-    gw, gh = 0.85, 0.95  # gaps between panels (inches)
+    gw, gh = 1.0, 0.95  # gaps between panels (inches)
     aw = (w - left - right - (ncols - 1) * gw) / ncols
     ah = (h - top - bottom - (nrows - 1) * gh) / nrows
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h,
@@ -52,6 +52,22 @@ def _logy(ax):
     ax.yaxis.set_major_locator(ticker.LogLocator(numticks=8))
     ax.yaxis.set_major_formatter(ticker.LogFormatter(labelOnlyBase=True))
     ax.yaxis.set_minor_locator(ticker.NullLocator())
+
+
+def _compact(v, _pos=None):
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:g}k"
+    return f"{v:g}"
+
+
+def _plain_x(ax):
+    """x tick labels as compact numbers (250k, 1M: row indices), at most 5,
+    instead of a '1e6' offset text that collides with the axis label."""
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5, integer=True))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(_compact))
 
 
 _GLOBAL_STYLE = False
@@ -293,20 +309,22 @@ def param_paths(chain, fits, max_components=12):
         if key in ("mu", "gamma", "sigma"):
             for j in range(k):
                 y = col(key, (j, j) if key == "sigma" else j)
-                ax.plot(x, y, lw=0.9, label=f"j = {j + 1}")
+                ax.plot(x, y, lw=0.7, alpha=0.85, label=f"j = {j + 1}")
             if k <= 6:
                 ax.legend(ncols=2)
         else:
             y = col(key)
             if np.any(np.isfinite(y)):
                 ax.plot(x, y, lw=0.9, color="C0")
-                if key in ("a", "b") and np.all(y[np.isfinite(y)] > 0):
+                fin = y[np.isfinite(y)]
+                if key in ("a", "b") and np.all(fin > 0) and fin.max() > 30 * fin.min():
                     _logy(ax)
             else:
                 ax.text(0.5, 0.5, "not a parameter of this family", ha="center", transform=ax.transAxes)
         ax.set_title(title)
         ax.set_xlabel(xl)
         ax.set_ylabel(yl)
+        _plain_x(ax)
     fig.suptitle(f"Parameter paths: {chain}")
     more = f" (the first {k} of {d} components)" if k < d else ""
     cap = (f"Each fitted parameter of the chain {chain} across its {len(fits)} windows{more}. "
@@ -337,6 +355,8 @@ def window_fit_stats(chains):
     ax1.set_title("Log-likelihood per window")
     ax1.set_xlabel(xl)
     ax1.set_ylabel("log-likelihood (nats)")
+    _plain_x(ax1)
+    _plain_x(ax2)
     ax2.set_title("AIC per window, relative to the best family")
     ax2.set_xlabel(xl)
     ax2.set_ylabel("AIC - smallest AIC of the window (nats)")
@@ -360,6 +380,7 @@ def var_backtest(chain, fits, alphas, var, exc, n_next):
     ax1 = axes[0, 0]
     for k, a in enumerate(alphas):
         ax1.plot(x, var[:, k], lw=0.9, label=f"VaR {a:g}")
+    _plain_x(ax1)
     ax1.set_title("VaR forecast for the next window (portfolio 1)")
     ax1.set_xlabel(xl)
     ax1.set_ylabel("VaR of the loss -w'X (data units)")
@@ -372,6 +393,7 @@ def var_backtest(chain, fits, alphas, var, exc, n_next):
             ax2.plot(x, exc[:, k], "o", ms=2.5, label=f"observed, {a:g}")
             if n_next is not None:
                 ax2.plot(x, (1 - a) * n_next, "-", lw=0.8, color=f"C{k}", label=f"expected, {a:g}")
+        _plain_x(ax2)
         ax2.set_title("VaR exceedances in the next window")
         ax2.set_xlabel(xl)
         ax2.set_ylabel("exceedances (count of rows)")

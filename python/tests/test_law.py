@@ -217,3 +217,18 @@ def test_fit_recovers_sampled_law(cli, work):
     fmean = np.asarray(fit.moments["mean"])
     assert np.all(np.abs(fmean - mean) < 5 * np.sqrt(np.diag(cov) / x.shape[0]))
 
+
+
+def test_logpdf_missing_coordinates():
+    """missing='marginal': a row with NaN entries counts the marginal density
+    of its observed coordinates (checked by integrating the full density
+    over the missing one); missing='nan' (default) gives NaN."""
+    law = laws3()["gh"]
+    x = np.array([[0.5, np.nan, 0.3], [2.0, 1.0, -1.0], [np.nan, np.nan, np.nan], [np.nan, 0.2, np.nan]])
+    lp = law.logpdf(x, missing="marginal")
+    assert np.isnan(law.logpdf(x)[0]) and np.isnan(lp[2])
+    assert lp[1] == law.logpdf(x[1])
+    full = integrate.quad(lambda t: math.exp(law.logpdf(np.array([0.5, t, 0.3]))), -np.inf, np.inf,
+                          epsabs=0, epsrel=1e-12, limit=400)[0]
+    assert lp[0] == pytest.approx(math.log(full), rel=1e-10)
+    assert lp[3] == pytest.approx(float(law.margin([1]).logpdf(np.array([0.2]))), rel=1e-14)
