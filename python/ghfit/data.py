@@ -42,7 +42,9 @@ class DataSet:
         except FileNotFoundError:
             raise DataError(f"{path}: no such file") from None
         except OSError as e:
-            raise DataError(f"{path}: not an HDF5 file ({str(e).splitlines()[0]})") from None
+            from .results import open_error
+
+            raise DataError(open_error(path, e)) from None
         with f:
             if dataset not in f or not isinstance(f[dataset], h5py.Dataset):
                 raise DataError(f"{path}: no dataset {dataset}")

@@ -450,6 +450,19 @@ def _locate_rows(fit: Fit, cfg: dict | None, cmd: str):
     fit.cli_p_fixed = pfix
 
 
+def open_error(path: str, e: OSError) -> str:
+    """One line saying why h5py could not open `path`."""
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if not os.access(path, os.R_OK):
+        return f"{path}: cannot read (permission denied)"
+    if "signature" in msg:
+        return f"{path}: not an HDF5 file"
+    if "lock" in msg.lower():
+        return (f"{path}: cannot open: the HDF5 file lock failed (another writer, or a file system without "
+                "locks: set HDF5_USE_FILE_LOCKING=FALSE)")
+    return f"{path}: cannot open as HDF5 ({msg})"
+
+
 def read(path: str) -> Result:
     """Read a result file.  Raises ResultError (one-line message) for a file
     that is missing, not HDF5, or not a ghfit result file."""
@@ -460,7 +473,7 @@ def read(path: str) -> Result:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise ResultError(f"{path}: not an HDF5 file ({str(e).splitlines()[0]})") from None
+        raise ResultError(open_error(path, e)) from None
     with f:
         if "fits" not in f or not isinstance(f["fits"], h5py.Group) or "ghfit_version" not in f.attrs:
             miss = "group /fits" if "fits" not in f else "root attribute ghfit_version"

@@ -12,6 +12,7 @@ resource-timing entries must all be data: URLs."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -81,6 +82,8 @@ def test_report_in_browser(browser, reports, work, which):
         ".concat(performance.getEntriesByType('navigation').map(e => e.name))")
     net = [e for e in entries if not (e.startswith("data:") or e.startswith("file:"))]
     assert not net, net
+    text = out.read_text(encoding="utf-8")
+    assert not re.search(r"(?i)\b(https?|ftp|wss?):", text), "a network URL in the HTML"
     # no console messages of level SEVERE (errors), nor any warnings
     logs = browser.get_log("browser")
     errors = [m for m in logs if m["level"] in ("SEVERE", "WARNING")]
