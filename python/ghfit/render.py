@@ -268,7 +268,7 @@ class Report:
             s, c = f.rows
             attrs.append(["fitted rows", f"{s} .. {s + c - 1}" if c is not None else f"{s} .. end"])
         out.append(table(f"attrs-{i}", ["attribute", "value"], attrs, left={0, 1}))
-        if f.trace.size >= 2:
+        if f.trace.size >= 2 and np.isfinite(f.trace[-1]):
             out.append(figure(plots.trace(f), f"EM trace of {f.name}: log-likelihood gap to the final value"))
         if f.params:
             out.append(self.params_part(f, i))
