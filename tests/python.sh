@@ -50,8 +50,10 @@ case $mode in
     # no shared memory, ...) the test cannot run: skip with the reason.
     probe=$(timeout 120 "$chromium" --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage \
               --no-first-run --dump-dom 'data:text/html,<p>probe-ok</p>' 2>"$build/chromium-probe.log")
+    prc=$?
     if ! grep -q probe-ok <<<"$probe"; then
-      echo "python.sh: SKIP: headless chromium cannot start on this machine: $(grep -v '^$' "$build/chromium-probe.log" | tail -1)"
+      why=$(grep -v '^$' "$build/chromium-probe.log" | tail -1)
+      echo "python.sh: SKIP: headless chromium cannot start on this machine (exit status $prc): ${why:-no message}; details in $build/chromium-probe.log"
       exit 77
     fi
     export GHFIT_CHROMIUM=$chromium GHFIT_CHROMEDRIVER=$driver
