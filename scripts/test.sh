@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build (Release, and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build), run ctest on both.
-# GPU tests skip cleanly without a GPU.  .ci/run calls exactly this.
+# GPU tests skip cleanly without a GPU.  The Python tests (label python) make
+# their own virtual environment (build/pyenv) from PyPI.  .ci/run calls
+# exactly this.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-GHFIT_WITH_SLURM=1 bash "$here/scripts/install-deps.sh"
+GHFIT_WITH_SLURM=1 GHFIT_WITH_BROWSER=1 bash "$here/scripts/install-deps.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
 bash "$here/scripts/build.sh" "$here/build"
 bash "$here/scripts/build.sh" "$here/build-asan" -DGHFIT_SANITIZE=ON -DGHFIT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGHFIT_BENCH=OFF
