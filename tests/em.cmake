@@ -11,3 +11,9 @@ add_test(NAME cli_bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/bad_input.sh 
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/bad_input)
 set_tests_properties(cli_bad_input PROPERTIES LABELS "cli;em" TIMEOUT 600 ENVIRONMENT "${GHF_MPI_ENV}")
 ghf_unit_test(NAME test_cpu_estep SOURCES tests/test_cpu_estep.c LABELS em TIMEOUT 300)
+# Reproducible sums (kernels/xsum.h, src/xreduce.c): any order, any grouping,
+# any rank count gives the same bits.
+ghf_unit_test(NAME test_xsum SOURCES tests/test_xsum.c LABELS em TIMEOUT 60)
+foreach(np 2 3)
+  ghf_mpi_test(NAME test_xsum_np${np} NP ${np} COMMAND $<TARGET_FILE:test_xsum> LABELS em TIMEOUT 60)
+endforeach()
