@@ -45,10 +45,16 @@ typedef struct ghf_read_opts {
     int64_t win_start, win_len;   /* row window; win_len < 0 = to the end */
     int64_t win_step;             /* reserved: must be 0 or 1 */
     int drop_nonfinite;           /* 0: non-finite values are an error; 1: drop such rows */
+    int64_t granule;              /* ranks get whole groups of this many rows of the window
+                                     (ghf_block_range_granular); 0 or 1: any row boundary */
 } ghf_read_opts;
 
 /* Block partition: rank r of P gets rows [floor(r*n/P), floor((r+1)*n/P)). */
 void ghf_block_range(int64_t n, int rank, int size, int64_t *row0, int64_t *nrows);
+/* The same over groups of g rows: rank r gets groups [floor(r*m/P), floor((r+1)*m/P))
+ * of the m = ceil(n/g) groups (the last one may be short), so that every
+ * shard starts at a multiple of g. */
+void ghf_block_range_granular(int64_t n, int64_t g, int rank, int size, int64_t *row0, int64_t *nrows);
 
 /* Collective over comm.  Accepted on-disk types: IEEE float32 / float64 (any
  * byte order); integer datasets (8..64 bit, signed or unsigned) are also

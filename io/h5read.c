@@ -37,6 +37,21 @@ void ghf_block_range(int64_t n, int rank, int size, int64_t *row0, int64_t *nrow
     if (nrows) *nrows = b - a;
 }
 
+void ghf_block_range_granular(int64_t n, int64_t g, int rank, int size, int64_t *row0, int64_t *nrows)
+{
+    if (g <= 1) {
+        ghf_block_range(n, rank, size, row0, nrows);
+        return;
+    }
+    int64_t b0 = 0, nb = 0;
+    ghf_block_range(n > 0 ? (n - 1) / g + 1 : 0, rank, size, &b0, &nb);
+    int64_t a = b0 * g, b = (b0 + nb) * g;
+    if (a > n) a = n;
+    if (b > n) b = n;
+    if (row0) *row0 = a;
+    if (nrows) *nrows = b - a;
+}
+
 void ghf_shard_free(ghf_shard *s)
 {
     if (!s) return;
@@ -149,7 +164,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
 
     /* --- partition, pieces, buffers ------------------------------------------ */
     int64_t row0 = 0, nrows = 0;
-    ghf_block_range(wn, rank, size, &row0, &nrows);
+    ghf_block_range_granular(wn, o->granule, rank, size, &row0, &nrows);
     size_t piece_bytes = ghf__h5_max_piece_bytes();
     int64_t row_bytes = (int64_t)d * es;
     int64_t piece_rows = (int64_t)(piece_bytes / (size_t)row_bytes);

@@ -14,6 +14,7 @@
 #include "h5io.h"
 #include "job.h"
 #include "util.h"
+#include "xreduce.h"
 
 static void fit_usage(FILE *f)
 {
@@ -220,7 +221,7 @@ int ghf_cmd_fit(int argc, char **argv)
     }
 
     /* read the shard */
-    ghf_read_opts ro = {a.data, a.dataset, a.win_start, a.win_len, 1, a.drop_nonfinite};
+    ghf_read_opts ro = {a.data, a.dataset, a.win_start, a.win_len, 1, a.drop_nonfinite, GHF_ROW_BLOCK};
     ghf_shard shard;
     st = ghf_h5_read_shard(comm, &ro, &shard, err, sizeof err);
     if (st) {

@@ -32,6 +32,7 @@
 #include "job.h"
 #include "sweep.h"
 #include "util.h"
+#include "xreduce.h"
 
 enum { TAG_REC = 101, TAG_STATE = 102, TAG_DONE = 103 };
 /* a group's outcome; errors carry the exit status: GROUP_ERROR + status */
@@ -617,7 +618,7 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         sh->nrows = len;
         sh->file_dtype_bits = dc->span.file_dtype_bits;
     } else {
-        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite};
+        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite, GHF_ROW_BLOCK};
         st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
         if (st) return st;
     }
@@ -690,7 +691,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         char e2[512];
         if (need && ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) == 0 &&
             (double)(hi - lo) * d0 * 8.0 < 2.0e9) {
-            ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0};
+            ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0, 0};
             if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc.span, msg, msglen) == 0) {
                 dc.have_span = 1;
                 dc.span_start = lo;
