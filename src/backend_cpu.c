@@ -7,8 +7,10 @@
  * global bound on the arguments when the shard is large enough to pay for
  * it); the posterior moments; and the weighted sums s5 = X^T u and
  * s6 = X^T diag(u) X (dot products for small d, dgemv/dsyrk above).
- * Each thread sums into its own buffer; the buffers are added in thread
- * order, so a run is deterministic for a given number of threads. */
+ * Every block's partial sums are formed in row order by one thread and then
+ * added exactly (src/xreduce.h, kernels/xsum.h), per thread and across
+ * ranks, so the statistics have the same bits whatever the number of
+ * threads and ranks (shards start at multiples of the block). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -18,8 +20,9 @@
 
 #include "backend.h"
 #include "bessel_plan.h"
+#include "xreduce.h"
 
-#define CPU_BLOCK 256
+#define CPU_BLOCK GHF_ROW_BLOCK
 /* The hot loops are also compiled for AVX2 and picked at run time (GCC
  * function multiversioning); FP contraction stays off, so the results are
  * the same bits on every x86-64. */
@@ -32,20 +35,23 @@
 #define CPU_SMALL_D 32
 /* per-thread scratch: two blocks of rows and five row vectors */
 #define CPU_TBUF(d) (2 * CPU_BLOCK * (d) + 5 * CPU_BLOCK)
-/* Build the plan only when the shard has this many rows per plan node. */
+/* Build the plan only when the fit (all ranks) has this many rows per plan node. */
 #define CPU_PLAN_ROWS_PER_NODE 4
 
 typedef struct cpu_impl {
     MPI_Comm comm;
     const double *x;
     int64_t nrows;
+    int64_t n_global;   /* rows over all ranks: whether the plan pays is decided on it,
+                           so that every row is evaluated the same way on any rank count */
     int d;
     int nthreads;
     int len;
     int small_d;   /* d up to which plain loops replace BLAS */
     int plan_mode; /* -1 auto, 0 never, 1 always */
     double xnorm_max;   /* largest row norm over all ranks */
-    double *tstats;     /* [nthreads][len] */
+    double *tstats;     /* [nthreads][len] a block's partial sums */
+    ghf_xsum *txs;      /* [nthreads][len] the blocks' partials, added exactly */
     double *tbuf;       /* [nthreads][CPU_TBUF(d)] */
     ghf_bessel_plan *plan;
     int plan_avx2; /* evaluate the plan with ghf_bessel_plan_eval_avx2 (same bits) */
@@ -57,6 +63,7 @@ static void cpu_destroy(ghf_backend *be)
     cpu_impl *c = be->impl;
     if (c) {
         free(c->tstats);
+        free(c->txs);
         free(c->tbuf);
         free(c->plan);
         free(c);
@@ -211,7 +218,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
      * |L^-1|_F^2 (max|x| + |mu|)^2.  Pieces lie on a fixed grid; arguments
      * outside the built pieces fall back to direct evaluation. */
     int use_plan = 0;
-    if (n > 0 && c->plan_mode != 0) {
+    if (c->n_global > 0 && c->plan_mode != 0) {
         double lf = 0.0, mu2 = 0.0;
         for (int i = 0; i < d * d; i++) lf += in->linv[i] * in->linv[i];
         for (int j = 0; j < d; j++) mu2 += in->mu[j] * in->mu[j];
@@ -219,7 +226,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
         const double zmin = ghf_estep_arg(&kc, 0.0), zmax = ghf_estep_arg(&kc, lf * r * r);
         if (isfinite(zmax) && ghf_bessel_plan_setup(c->plan, kc.P, zmin, zmax) == 0) {
             const int nn = ghf_bessel_plan_num_nodes(c->plan);
-            if (c->plan_mode == 1 || (int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= n) {
+            if (c->plan_mode == 1 || (int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= c->n_global) {
                 use_plan = 1;
                 const int np = ghf_bessel_plan_num_pieces(c->plan);
 #pragma omp parallel num_threads(c->nthreads)
@@ -235,17 +242,18 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     be->last_used_plan = use_plan;
 
     /* one pass: quadratic forms, moments and sums, block by block */
-    memset(c->tstats, 0, (size_t)c->nthreads * (size_t)len * sizeof(double));
 #pragma omp parallel num_threads(c->nthreads)
     {
         const int tid = omp_get_thread_num();
         double *acc = c->tstats + (size_t)tid * (size_t)len;
+        ghf_xsum *xs = c->txs + (size_t)tid * (size_t)len;
         double *wb = c->tbuf + (size_t)tid * (size_t)CPU_TBUF(d);
         /* scratch layout: [CPU_BLOCK*d] rows | ub | ux | qv | zwv */
         double *ub = wb + (size_t)CPU_BLOCK * d;
         double *qv = ub + 2 * CPU_BLOCK, *zwv = qv + CPU_BLOCK;
         double *scratch2 = wb + (size_t)CPU_BLOCK * d + 4 * CPU_BLOCK; /* [CPU_BLOCK*d + CPU_BLOCK] */
         const ghf_bessel_plan *plan = c->plan;
+        for (int i = 0; i < len; i++) ghf_xsum_init(&xs[i]);
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
             const int64_t r0 = bi * CPU_BLOCK;
@@ -278,42 +286,49 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
                     ub[i] = 0.0;
                 }
             }
-            acc[GHF_ST_N] += nb;
-            acc[GHF_ST_S1] += s1;
-            acc[GHF_ST_S2] += s2;
-            acc[GHF_ST_S3] += s3;
-            acc[GHF_ST_LL] += ll;
-            acc[GHF_ST_NBAD] += bad;
-            acc[GHF_ST_ZWABS] += zwa;
+            /* the block's partial sums: scalars, s4, s5, lower triangle of s6 */
+            acc[GHF_ST_N] = nb;
+            acc[GHF_ST_S1] = s1;
+            acc[GHF_ST_S2] = s2;
+            acc[GHF_ST_S3] = s3;
+            acc[GHF_ST_LL] = ll;
+            acc[GHF_ST_NBAD] = bad;
+            acc[GHF_ST_STOP] = 0.0; /* the stop flag is added once, below */
+            acc[GHF_ST_ZWABS] = zwa;
             double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
+            for (int j = 0; j < d; j++) s4[j] = s5[j] = 0.0;
+            for (int j = 0; j < d; j++)
+                for (int k = 0; k <= j; k++) s6[j * d + k] = 0.0;
             if (d <= c->small_d) {
                 block_sums_small(d, xb, nb, ub, wb, ub + CPU_BLOCK, s4, s5, s6);
-                continue;
+            } else {
+                for (int i = 0; i < nb; i++) {
+                    const double su = sqrt(ub[i]);
+                    for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
+                }
+                for (int i = 0; i < nb; i++)
+                    for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
+                cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 0.0, s5, 1);
+                cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 0.0, s6, d);
             }
-            for (int i = 0; i < nb; i++) {
-                const double su = sqrt(ub[i]);
-                for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
-            }
-            for (int i = 0; i < nb; i++)
-                for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
-            cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 1.0, s5, 1);
-            cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 1.0, s6, d);
+            for (int i = 0; i < GHF_ST_S4 + 2 * d; i++) ghf_xsum_add(&xs[i], acc[i]);
+            for (int j = 0; j < d; j++)
+                for (int k = 0; k <= j; k++) ghf_xsum_add(&xs[ghf_stats_s6(d) + j * d + k], s6[j * d + k]);
         }
     }
-    for (int i = 0; i < len; i++) stats[i] = 0.0;
-    for (int t = 0; t < c->nthreads; t++) {
-        const double *acc = c->tstats + (size_t)t * (size_t)len;
-        for (int i = 0; i < len; i++) stats[i] += acc[i];
-    }
-    stats[GHF_ST_STOP] = in->stop_request ? 1.0 : 0.0;
+    /* threads, then ranks: exact, in any order */
+    for (int t = 1; t < c->nthreads; t++)
+        for (int i = 0; i < len; i++) ghf_xsum_merge(&c->txs[i], &c->txs[(size_t)t * len + i]);
+    if (in->stop_request) ghf_xsum_add(&c->txs[GHF_ST_STOP], 1.0);
     const double t1 = MPI_Wtime();
-    int rc = MPI_Allreduce(MPI_IN_PLACE, stats, len, MPI_DOUBLE, MPI_SUM, c->comm);
+    const int rc = ghf_xsum_allreduce(c->comm, c->txs, len);
+    for (int i = 0; i < len; i++) stats[i] = ghf_xsum_value(&c->txs[i]);
     const double t2 = MPI_Wtime();
     be->t_estep += t1 - t0;
     be->t_allreduce += t2 - t1;
     be->n_calls++;
-    if (rc != MPI_SUCCESS) {
-        snprintf(err, errlen, "MPI_Allreduce of the E-step statistics failed (code %d)", rc);
+    if (rc != 0) {
+        snprintf(err, errlen, "the all-reduce of the E-step statistics failed");
         return 1;
     }
     return 0;
@@ -344,9 +359,10 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->nthreads = omp_get_max_threads();
     if (c->nthreads < 1) c->nthreads = 1;
     c->tstats = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(double));
+    c->txs = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(ghf_xsum));
     c->tbuf = malloc((size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double));
     c->plan = malloc(sizeof *c->plan);
-    if (!c->tstats || !c->tbuf || !c->plan) goto oom;
+    if (!c->tstats || !c->txs || !c->tbuf || !c->plan) goto oom;
     /* the largest row norm over all ranks bounds the Bessel arguments */
     double xm = 0.0;
     for (int64_t i = 0; i < nrows; i++) {
@@ -356,6 +372,8 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     }
     MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, comm);
     c->xnorm_max = sqrt(xm);
+    c->n_global = nrows;
+    MPI_Allreduce(MPI_IN_PLACE, &c->n_global, 1, MPI_INT64_T, MPI_SUM, comm);
     return be;
 oom:
     snprintf(err, errlen, "out of memory creating the CPU backend (%lld rows x %d)", (long long)nrows, d);

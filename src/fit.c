@@ -1,6 +1,8 @@
 /* fit.c - see fit.h */
 #include "fit.h"
 
+#include "xreduce.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,47 +94,79 @@ static int sample_location(MPI_Comm comm, const ghf_shard *s, double *med, doubl
     return any_fail ? -1 : 0;
 }
 
-/* Global mean and biased covariance of the rows with keep(row) (all rows when
- * z is NULL), two passes; returns the global count. */
-static int64_t moments(MPI_Comm comm, const ghf_shard *s, const double *z, double *mean, double *cov, double *buf)
+/* Block partials for the moments (xreduce.h: the same bits on any number
+ * of ranks and threads).  Rows with ghf__row_kept(x, zlim) only, when zlim
+ * is set; c: the point the rows are taken relative to (NULL: 0). */
+typedef struct mom_ctx {
+    const double *zlim, *c;
+} mom_ctx;
+
+/* part[0..d) += x - c, part[d] += 1 */
+static void blk_sum(void *ctx, const double *x, int nb, int d, double *part)
 {
-    const int d = s->d;
-    int64_t cnt = 0;
-    memset(buf, 0, ((size_t)d * d + d + 1) * sizeof(double));
-    for (int64_t i = 0; i < s->nrows; i++) {
-        const double *xi = s->x + i * d;
-        if (z && !ghf__row_kept(xi, z, d)) continue;
-        for (int j = 0; j < d; j++) buf[j] += xi[j];
-        buf[d] += 1.0;
+    const mom_ctx *m = ctx;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = x + (size_t)i * d;
+        if (m->zlim && !ghf__row_kept(xi, m->zlim, d)) continue;
+        for (int j = 0; j < d; j++) part[j] += xi[j] - (m->c ? m->c[j] : 0.0);
+        part[d] += 1.0;
     }
-    MPI_Allreduce(MPI_IN_PLACE, buf, d + 1, MPI_DOUBLE, MPI_SUM, comm);
-    cnt = (int64_t)buf[d];
-    if (cnt < 1) return 0;
-    for (int j = 0; j < d; j++) mean[j] = buf[j] / (double)cnt;
-    memset(buf, 0, ((size_t)d * d + d) * sizeof(double));
-    for (int64_t i = 0; i < s->nrows; i++) {
-        const double *xi = s->x + i * d;
-        if (z && !ghf__row_kept(xi, z, d)) continue;
-        for (int j = 0; j < d; j++) buf[j] += xi[j] - mean[j];
-    }
-    MPI_Allreduce(MPI_IN_PLACE, buf, d, MPI_DOUBLE, MPI_SUM, comm);
-    for (int j = 0; j < d; j++) mean[j] += buf[j] / (double)cnt;
-    memset(buf, 0, (size_t)d * d * sizeof(double));
-    for (int64_t i = 0; i < s->nrows; i++) {
-        const double *xi = s->x + i * d;
-        if (z && !ghf__row_kept(xi, z, d)) continue;
+}
+
+/* part[j d + k] += (x_j - c_j)(x_k - c_k), k <= j */
+static void blk_cross(void *ctx, const double *x, int nb, int d, double *part)
+{
+    const mom_ctx *m = ctx;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = x + (size_t)i * d;
+        if (m->zlim && !ghf__row_kept(xi, m->zlim, d)) continue;
         for (int j = 0; j < d; j++) {
-            const double a = xi[j] - mean[j];
-            for (int k = 0; k <= j; k++) buf[j * d + k] += a * (xi[k] - mean[k]);
+            const double aj = xi[j] - (m->c ? m->c[j] : 0.0);
+            for (int k = 0; k <= j; k++) part[j * d + k] += aj * (xi[k] - (m->c ? m->c[k] : 0.0));
         }
     }
-    MPI_Allreduce(MPI_IN_PLACE, buf, d * d, MPI_DOUBLE, MPI_SUM, comm);
+}
+
+/* The global mean of the rows (relative to c0, NULL: 0) in two passes
+ * (accurate for data far from c0), added to c0 into mean; returns the count
+ * (0 on failure). */
+static int64_t mean_of(MPI_Comm comm, const ghf_shard *s, const double *zlim, const double *c0, double *mean,
+                       double *buf)
+{
+    const int d = s->d;
+    mom_ctx m = {zlim, c0};
+    if (ghf_xreduce_rows(comm, s->x, s->nrows, d, d + 1, blk_sum, &m, buf)) return 0;
+    const int64_t cnt = (int64_t)buf[d];
+    if (cnt < 1) return 0;
+    for (int j = 0; j < d; j++) mean[j] = (c0 ? c0[j] : 0.0) + buf[j] / (double)cnt;
+    m.c = mean;
+    if (ghf_xreduce_rows(comm, s->x, s->nrows, d, d + 1, blk_sum, &m, buf)) return 0;
+    for (int j = 0; j < d; j++) mean[j] += buf[j] / (double)cnt;
+    return cnt;
+}
+
+/* The biased covariance around c (cnt rows). */
+static int cov_around(MPI_Comm comm, const ghf_shard *s, const double *zlim, const double *c, int64_t cnt,
+                      double *cov, double *buf)
+{
+    const int d = s->d;
+    mom_ctx m = {zlim, c};
+    if (ghf_xreduce_rows(comm, s->x, s->nrows, d, d * d, blk_cross, &m, buf)) return -1;
     for (int j = 0; j < d; j++)
         for (int k = 0; k <= j; k++) {
             const double v = buf[j * d + k] / (double)cnt;
             cov[j * d + k] = v;
             cov[k * d + j] = v;
         }
+    return 0;
+}
+
+/* Global mean and biased covariance of the rows kept by zlim (all when NULL);
+ * returns the count (0 on failure). */
+static int64_t moments(MPI_Comm comm, const ghf_shard *s, const double *zlim, double *mean, double *cov, double *buf)
+{
+    const int64_t cnt = mean_of(comm, s, zlim, NULL, mean, buf);
+    if (cnt < 1 || cov_around(comm, s, zlim, mean, cnt, cov, buf)) return 0;
     return cnt;
 }
 
@@ -216,41 +250,26 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
         }
         MPI_Allreduce(MPI_IN_PLACE, &nout, 1, MPI_INT64_T, MPI_SUM, comm);
     }
+    int mfail = 0;
     if (nout > 0) {
         for (int j = 0; j < d; j++) out->shift[j] = med[j];
         for (int64_t i = 0; i < s->nrows; i++)
             for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
-        moments(comm, s, NULL, out->mean, out->cov, buf);
+        mfail = moments(comm, s, NULL, out->mean, out->cov, buf) < 1;
     } else {
         /* the global mean, in two passes (accurate for data far from the
          * origin); the centred data then have mean zero */
-        for (int j = 0; j < d; j++) out->shift[j] = 0.0;
-        for (int64_t i = 0; i < s->nrows; i++)
-            for (int j = 0; j < d; j++) out->shift[j] += s->x[i * d + j];
-        MPI_Allreduce(MPI_IN_PLACE, out->shift, d, MPI_DOUBLE, MPI_SUM, comm);
-        for (int j = 0; j < d; j++) out->shift[j] /= (double)s->n_global;
-        for (int j = 0; j < d; j++) buf[j] = 0.0;
-        for (int64_t i = 0; i < s->nrows; i++)
-            for (int j = 0; j < d; j++) buf[j] += s->x[i * d + j] - out->shift[j];
-        MPI_Allreduce(MPI_IN_PLACE, buf, d, MPI_DOUBLE, MPI_SUM, comm);
-        for (int j = 0; j < d; j++) out->shift[j] += buf[j] / (double)s->n_global;
+        mfail = mean_of(comm, s, NULL, NULL, out->shift, buf) < 1;
         for (int64_t i = 0; i < s->nrows; i++)
             for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
-        memset(buf, 0, ((size_t)d * (size_t)d + 1) * sizeof(double));
-        for (int64_t i = 0; i < s->nrows; i++) {
-            const double *xi = s->x + i * d;
-            for (int j = 0; j < d; j++)
-                for (int k = 0; k <= j; k++) buf[j * d + k] += xi[j] * xi[k];
-        }
-        MPI_Allreduce(MPI_IN_PLACE, buf, d * d, MPI_DOUBLE, MPI_SUM, comm);
-        for (int j = 0; j < d; j++) {
-            out->mean[j] = 0.0;
-            for (int k = 0; k <= j; k++) {
-                const double v = buf[j * d + k] / (double)s->n_global;
-                out->cov[j * d + k] = v;
-                out->cov[k * d + j] = v;
-            }
-        }
+        for (int j = 0; j < d; j++) out->mean[j] = 0.0;
+        if (!mfail) mfail = cov_around(comm, s, NULL, NULL, s->n_global, out->cov, buf) != 0;
+    }
+    if (mfail) {
+        free(buf), free(mad), free(zlim);
+        ghf_data_free(out);
+        snprintf(err, errlen, "out of memory");
+        return 1;
     }
     for (int j = 0; j < d; j++) {
         const double v = out->cov[j * d + j];

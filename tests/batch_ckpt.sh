@@ -85,7 +85,7 @@ echo "ok   foreign checkpoints refused: $(grep -h 'error' o.txt | head -1)"
 
 # --- 4. a signal without --checkpoint --------------------------------------------------------
 # (mpirun turns SIGTERM into a kill of the job, so USR1 here; under srun both work)
-GHFIT_TEST_ITER_SLEEP=150 mpirun -np 2 "$G" "${FIT[@]}" --out n.h5 > n.txt 2>&1 &
+GHFIT_TEST_ITER_SLEEP=400 mpirun -np 2 "$G" "${FIT[@]}" --out n.h5 > n.txt 2>&1 &
 pid=$!
 sleep 3
 kill -USR1 $pid
