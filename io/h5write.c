@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -475,8 +476,14 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
         ghf__seterr(err, errlen, "no result file given");
         return 2;
     }
-    if (access(path, F_OK) != 0) {
-        ghf__seterr(err, errlen, "%s:/summary: cannot open file: no such file", path);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        ghf__seterr(err, errlen, "%s:/summary: cannot open file: %s", path, strerror(errno));
+        return 2;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO would block the first open() */
+        ghf__seterr(err, errlen, "%s:/summary: is a %s, not a ghfit result file", path,
+                    ghf__file_type_name(st.st_mode));
         return 2;
     }
     if (H5Fis_hdf5(path) <= 0) {
