@@ -229,6 +229,33 @@ static int g_atexit = 0;
 
 static void unlock_all_atexit(void) { ghf_out_unlock_all(); }
 
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first, before its own
+ * synchronisation: the locks are released there, so that no rank can end
+ * (and mpirun, seeing an error status, kill rank 0 before its exit
+ * handlers ran) while rank 0 still holds them.  atexit covers the rest. */
+static int g_keyval_set = 0;
+
+static int unlock_all_at_finalize(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)attr;
+    (void)extra;
+    ghf_out_unlock_all();
+    return MPI_SUCCESS;
+}
+
+static void release_at_finalize(void)
+{
+    int init = 0, fin = 0, kv = MPI_KEYVAL_INVALID;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (g_keyval_set || !init || fin) return;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, unlock_all_at_finalize, &kv, NULL) == MPI_SUCCESS &&
+        MPI_Comm_set_attr(MPI_COMM_SELF, kv, NULL) == MPI_SUCCESS)
+        g_keyval_set = 1;
+}
+
 /* What the holder wrote into the lock file, as one short phrase. */
 static void holder_text(int fd, pid_t lk_pid, char *buf, size_t len)
 {
@@ -331,6 +358,7 @@ int ghf_out_lock(const char *path, char *err, size_t errlen)
         g_locks[g_n_locks].fd = fd;
         g_n_locks++;
         if (!g_atexit) g_atexit = atexit(unlock_all_atexit) == 0;
+        release_at_finalize();
         return 0;
     }
     free(lp);

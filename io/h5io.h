@@ -119,7 +119,8 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
  * start time) when another process holds it, or when "<path>.lock" exists
  * and is not a ghfit lock file.  Where the file system has no locks the run
  * goes on with a warning on stderr.  Released (and the lock file removed) by
- * ghf_out_unlock_all, which also runs at exit. */
+ * ghf_out_unlock_all, which also runs at the start of MPI_Finalize (before
+ * any other rank can end) and at exit. */
 int  ghf_out_lock(const char *path, char *err, size_t errlen);
 void ghf_out_unlock_all(void);
 

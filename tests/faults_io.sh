@@ -139,8 +139,8 @@ class_paths() {
 paths_lock() {
   local i
   for cmd in fit run; do
-    local first=("${FIT[@]}" --data data.h5 --out busy.h5 --max-iter 40)
-    [ $cmd = run ] && first=(run job.yaml --out busy.h5 --quiet)
+    local first=("${FIT[@]}" --data data.h5 --out busy.h5 --max-iter 40 --tol 0)
+    [ $cmd = run ] && first=(run job.yaml --out busy.h5 --quiet --tol 0)
     GHFIT_TEST_ITER_SLEEP=150 "$G" "${first[@]}" >first.txt 2>&1 &
     local pid=$!
     for i in $(seq 1 100); do [ -s busy.h5.lock ] && break; sleep 0.1; done
