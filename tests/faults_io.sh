@@ -10,6 +10,7 @@ CLASS=$1; G=$2; H=$3; W=$4
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=60 # seconds before a case counts as a hang
+umount "$W/small" 2>/dev/null # a tmpfs left mounted by a killed earlier run
 rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 fail=0; n=0
 MPI=(mpirun -np 2)
