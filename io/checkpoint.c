@@ -154,12 +154,11 @@ int ghf_ckpt_write(const char *path, const ghf_ckpt *c, char *err, size_t errlen
     ghf__h5_quiet();
     g_n_writes++;
     char tmp[4200], prev[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()); /* created exclusively: replaces nothing */
     ghf_ckpt_prev_path(path, prev, sizeof prev);
-    unlink(tmp);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (f < 0) {
         ghf__seterr(err, errlen, "%s: cannot create the checkpoint file %s", path, tmp);
@@ -174,12 +173,20 @@ int ghf_ckpt_write(const char *path, const ghf_ckpt *c, char *err, size_t errlen
         return 1;
     }
     test_sleep();
-    /* keep the current one as _prev (a hard link: <path> never disappears) */
+    /* keep the current one as _prev (a hard link: <path> never disappears);
+     * only ghfit's own checkpoints are replaced, moved or removed */
     if (access(path, F_OK) == 0) {
-        unlink(prev);
-        if (link(path, prev) != 0) {
-            /* no hard links here: copy semantics by rename (a short window without <path>) */
-            rename(path, prev);
+        if (!ghf_path_is_ghfit(path, GHF_PATH_CHECKPOINT, NULL)) {
+            unlink(tmp);
+            ghf__seterr(err, errlen, "%s: exists and is no longer a ghfit checkpoint: not replaced", path);
+            return 1;
+        }
+        if (access(prev, F_OK) != 0 || ghf_path_is_ghfit(prev, GHF_PATH_CHECKPOINT, NULL)) {
+            unlink(prev);
+            if (link(path, prev) != 0) {
+                /* no hard links here: copy semantics by rename (a short window without <path>) */
+                rename(path, prev);
+            }
         }
     }
     if (rename(tmp, path) != 0) {

@@ -18,11 +18,13 @@
  *   /done/offsets    i64 [n_done+1] byte offsets into /done/records
  *   /done/records    u8  [bytes]    serialised records
  *
- * Writing is atomic: "<path>.tmp" is written, closed and fsync'ed; the
- * current checkpoint (if any) is hard-linked to the "_prev" name
- * (ghf_ckpt_prev_path), then the temporary file is renamed onto <path> and
- * the directory fsync'ed.  At every instant <path> is a complete checkpoint
- * (old or new), and "_prev" the one before it.
+ * Writing is atomic: "<path>.tmp.<pid>" is created exclusively, written,
+ * closed and fsync'ed; the current checkpoint (if any) is hard-linked to the
+ * "_prev" name (ghf_ckpt_prev_path), then the temporary file is renamed onto
+ * <path> and the directory fsync'ed.  At every instant <path> is a complete
+ * checkpoint (old or new), and "_prev" the one before it.  Only files that
+ * carry the checkpoint signature (root attribute format) are replaced,
+ * moved or removed (ghf_path_is_ghfit). 
  *
  * Test hook: GHFIT_TEST_CKPT_SLEEP=S[@N] sleeps S seconds between writing the
  * temporary file and the rename (only on the N-th write of the process when

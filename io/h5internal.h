@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* MPI, HDF5 */
 #include <mpi.h>
@@ -17,6 +18,9 @@
 #include "h5io.h"
 
 #define GHF__DEFAULT_DATASET "/X"
+
+/* Root attribute of a data set written by `ghfit generate` (its value: the version). */
+#define GHF_MATRIX_SIGNATURE "ghfit_data_version"
 
 /* Switches off HDF5's automatic error printing (idempotent). */
 void ghf__h5_quiet(void);
@@ -50,16 +54,45 @@ typedef struct ghf__dsinfo {
     int     cls;        /* 0 float, 1 signed int, 2 unsigned int */
     int     size;       /* bytes per element on disk */
     int     chunked;    /* 1 if chunked layout */
+    char    file[4096]; /* the file that holds the data (differs from path behind an external link) */
 } ghf__dsinfo;
 
-/* Opens path serially and checks that `dataset` is a 2-D, non-empty numeric
- * dataset.  Status 0/1/2 with a message naming file and dataset. */
+/* At most this many columns in an input matrix. */
+#define GHF__MAX_COLS 1000000
+
+/* Opens path serially (io/h5inspect.c) and checks that it is a regular,
+ * readable HDF5 file not locked by a writer and that `dataset` is a 2-D,
+ * non-empty numeric dataset parallel HDF5 can read: links resolve, no
+ * virtual or external storage, every filter available, every chunk written.
+ * Status 0/1/2 with a message naming file, dataset and cause. */
 int ghf__inspect(const char *path, const char *dataset, ghf__dsinfo *info,
                  char *err, size_t errlen);
+
+/* "regular file", "FIFO (named pipe)", "character device", ... */
+const char *ghf__file_type_name(mode_t m);
 
 /* Writable-directory check behind ghf_h5_out_check: the path is not a
  * directory, its directory exists, and a file can be created there. */
 int ghf__check_writable(const char *final_path, char *err, size_t errlen);
+
+/* Files built in memory.  HDF5 1.10.8 crashes at exit once a flush of an
+ * open file has failed (a full disk, a quota), so ghfit's serial files are
+ * built with the core driver (no backing store: HDF5 never writes to disk)
+ * and their image, taken over when HDF5 closes the file, is written with
+ * plain POSIX calls, whose errors are clean.  (H5Fget_file_image is not
+ * used: in 1.10.8 it returns images with a wrong superblock checksum.)
+ *
+ * ghf__h5_mem_create: a new file named `name` (in memory only; `libver_lo`
+ * the lower format bound, e.g. H5F_LIBVER_V18) and its capture state *mf;
+ * -1 on failure.  ghf__h5_mem_save: closes f (exactly once, also on
+ * failure) and writes the image to a new file "<base>.tmp.<pid>[.<k>]"
+ * created exclusively (never replacing anything), fsync'ed; *tmp receives
+ * its malloc'd name.  0, or -1 with `why` (the errno text) and no file
+ * left.  ghf__h5_mem_discard: closes f, writes nothing.  Both free *mf. */
+typedef struct ghf__memfile ghf__memfile;
+hid_t ghf__h5_mem_create(const char *name, H5F_libver_t libver_lo, ghf__memfile **mf);
+int   ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, char *why, size_t whylen);
+void  ghf__h5_mem_discard(hid_t f, ghf__memfile *mf);
 
 /* fsync(path) (a file or a directory); 0 on success. */
 int ghf__fsync_path(const char *path);

@@ -70,9 +70,65 @@ int  ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                        char *err, size_t errlen);
 void ghf_shard_free(ghf_shard *s);
 
-/* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset. */
+/* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset,
+ * with every check of the collective read's inspection (io/h5inspect.c). */
 int  ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
                   char *err, size_t errlen);
+/* As ghf_h5_probe; also the file that holds the data (file_len bytes; it
+ * differs from path when the dataset is reached through an external link). */
+int  ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
+                       char *err, size_t errlen);
+
+/* The row window [start, start + len) of a dataset of n rows (len < 0: to
+ * the end): 0 with *rows, or 2 with a message starting with `what`. */
+int  ghf_h5_window(const char *what, int64_t n, int64_t start, int64_t len, int64_t *rows, char *err, size_t errlen);
+
+/* Can `rows` x `d` be fitted at all?  Status 2 with a message starting with
+ * `what` when rows < d + 1, or when one of n_ranks ranks would need more
+ * memory for its rows and the d x d matrices than the node has; else 0.
+ * Pure arithmetic: call it before allocating anything. */
+int  ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * Path safety (io/guard.c; serial, rank 0): what ghfit may write, replace or
+ * remove.  Layout of the signatures: docs/output-schema.md.
+ * ------------------------------------------------------------------------- */
+
+typedef enum ghf_path_kind {
+    GHF_PATH_INPUT = 0, /* read only */
+    GHF_PATH_RESULT,    /* a result file: replaced only if it has the root attribute ghfit_version */
+    GHF_PATH_CHECKPOINT,/* a checkpoint or its _prev: format = "ghfit-checkpoint" */
+    GHF_PATH_MATRIX     /* `ghfit generate --out`: a data set written by ghfit generate */
+} ghf_path_kind;
+
+typedef struct ghf_path_use {
+    const char *path;
+    const char *what;    /* how messages name it: "--out", "--data", "checkpoint _prev file", ... */
+    ghf_path_kind kind;
+    const char *dataset; /* GHF_PATH_MATRIX: the dataset written (NULL: /X) */
+} ghf_path_use;
+
+/* Status 2 with one message naming both paths when two of them are the same
+ * file (by device and inode after resolving links and "..": a file that does
+ * not exist yet is compared by its directory's identity and its name), or
+ * naming the path and the cause when an existing output is not a regular
+ * file or does not carry ghfit's signature of its kind.  Opens nothing but
+ * regular files; creates nothing. */
+int ghf_paths_check(const ghf_path_use *u, int n, char *err, size_t errlen);
+/* 1 if a and b name the same file (or, neither existing, the same directory entry). */
+int ghf_same_file(const char *a, const char *b);
+/* 1 if path is a regular file carrying ghfit's signature of `kind`. */
+int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset);
+
+/* Takes "<path>.lock" (created if needed; an fcntl write lock) for the rest
+ * of the process: 0, or 2 with a message naming the holder (pid, host,
+ * start time) when another process holds it, or when "<path>.lock" exists
+ * and is not a ghfit lock file.  Where the file system has no locks the run
+ * goes on with a warning on stderr.  Released (and the lock file removed) by
+ * ghf_out_unlock_all, which also runs at the start of MPI_Finalize (before
+ * any other rank can end) and at exit. */
+int  ghf_out_lock(const char *path, char *err, size_t errlen);
+void ghf_out_unlock_all(void);
 
 /* ---------------------------------------------------------------------------
  * `ghfit generate`: collective write of an N x d matrix.

@@ -261,8 +261,9 @@ void ghf_ckpt_remove(const char *path)
 {
     char prev[4200];
     ghf_ckpt_prev_path(path, prev, sizeof prev);
-    unlink(path);
-    unlink(prev);
+    /* only ghfit's own checkpoints (a file put there since the start stays) */
+    if (ghf_path_is_ghfit(path, GHF_PATH_CHECKPOINT, NULL)) unlink(path);
+    if (ghf_path_is_ghfit(prev, GHF_PATH_CHECKPOINT, NULL)) unlink(prev);
 }
 
 int ghf_ckpt_test_iter_sleep_ms(void)

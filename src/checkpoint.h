@@ -46,7 +46,8 @@ int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id);
  * (no checkpoint, not a checkpoint, written for a different run). */
 int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen);
 
-/* Remove the checkpoint and its "_prev" (after the result file is written). */
+/* Remove the checkpoint and its "_prev" (after the result file is written),
+ * each only if it carries the checkpoint signature. */
 void ghf_ckpt_remove(const char *path);
 
 /* GHFIT_TEST_ITER_SLEEP=MS: a test hook that slows every EM iteration down

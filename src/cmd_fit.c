@@ -12,6 +12,7 @@
 #include "fit.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "iocheck.h"
 #include "job.h"
 #include "util.h"
 #include "xreduce.h"
@@ -212,9 +213,10 @@ int ghf_cmd_fit(int argc, char **argv)
 
     const double t0 = MPI_Wtime();
     char err[1024] = "";
-    int st = 0;
-    if (rank == 0) st = ghf_h5_out_check(a.out, err, sizeof err);
-    ghf_bcast_status(comm, &st, err, sizeof err);
+    /* inputs (data set, shape, window) before outputs (paths, signatures, locks) */
+    const ghf_io_plan plan = {a.data, a.dataset, a.win_start, a.win_len, 1, size, NULL,
+                              a.out, GHF_PATH_RESULT, NULL, a.checkpoint};
+    int st = ghf_io_check(comm, &plan, NULL, NULL, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);
         return st;

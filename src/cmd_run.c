@@ -29,6 +29,7 @@
 #include "fit.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "iocheck.h"
 #include "job.h"
 #include "sweep.h"
 #include "util.h"
@@ -907,27 +908,31 @@ int ghf_cmd_run(int argc, char **argv)
     ghf_install_stop_handlers();
     const double t0 = MPI_Wtime();
     char err[1024] = "";
-    /* the output directory and the data's shape (rank 0, broadcast) */
+    /* the data and its shape, then the outputs (rank 0, broadcast) */
     int64_t n_rows = 0;
     int d = 0;
-    if (rank == 0) {
-        st = ghf_h5_out_check(job.out, err, sizeof err);
-        if (!st && job.checkpoint) st = ghf_h5_out_check(job.checkpoint, err, sizeof err);
-        if (!st) st = ghf_h5_probe(job.data_file, job.dataset, &n_rows, &d, err, sizeof err);
-    }
-    ghf_bcast_status(world, &st, err, sizeof err);
+    const ghf_io_plan plan = {job.data_file, job.dataset, 0, -1, 0, size, job.source,
+                              job.out, GHF_PATH_RESULT, NULL, job.checkpoint};
+    st = ghf_io_check(world, &plan, &n_rows, &d, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);
         ghf_job_free(&job);
         return st;
     }
-    MPI_Bcast(&n_rows, 1, MPI_INT64_T, 0, world);
-    MPI_Bcast(&d, 1, MPI_INT, 0, world);
     ghf_fit_spec *specs = NULL;
     int n_specs = 0, n_total = 0;
     st = ghf_job_expand(&job, n_rows, &specs, &n_specs, &n_total, err, sizeof err);
+    /* every window must be fittable: rows > d and memory (the same on every rank) */
+    for (int i = 0; !st && i < n_specs; i++)
+        if (i == 0 || specs[i].row_len != specs[i - 1].row_len) {
+            char what[1200];
+            snprintf(what, sizeof what, "%s: the window of fit %d (rows %lld + %lld of %s:%s)", job.source, i,
+                     (long long)specs[i].row_start, (long long)specs[i].row_len, job.data_file, job.dataset);
+            st = ghf_fit_shape_check(what, specs[i].row_len, d, size, err, sizeof err);
+        }
     if (st) {
         ghf_error0("%s", err);
+        free(specs);
         ghf_job_free(&job);
         return st;
     }

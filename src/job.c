@@ -599,7 +599,7 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
     }
     int64_t nwin = 1;
     if (j->has_windows) {
-        if (j->win_start + j->win_len > dlen) {
+        if (j->win_start > dlen || j->win_len > dlen - j->win_start) { /* no overflow near INT64_MAX */
             snprintf(err, errlen, "%s: windows: the first window (start %lld, length %lld) does not fit in the %lld rows of the data",
                      src, (long long)j->win_start, (long long)j->win_len, (long long)dlen);
             return 2;

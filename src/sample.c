@@ -42,12 +42,14 @@ double ghf_rng_uniform(ghf_rng *r)
 double ghf_rng_normal(ghf_rng *r)
 {
     /* Marsaglia's polar method; the second variate is discarded to keep one
-     * draw per call stateless. */
-    for (;;) {
+     * draw per call stateless.  Acceptance pi/4: GHF_SAMPLE_MAX_TRIES tries
+     * fail with probability 0.22^1000, i.e. never, but the loop is bounded. */
+    for (int i = 0; i < GHF_SAMPLE_MAX_TRIES; i++) {
         const double u = 2.0 * ghf_rng_uniform(r) - 1.0, v = 2.0 * ghf_rng_uniform(r) - 1.0;
         const double s = u * u + v * v;
         if (s > 0.0 && s < 1.0) return u * sqrt(-2.0 * log(s) / s);
     }
+    return NAN;
 }
 
 static double gig_mode(double lambda, double omega)
@@ -62,7 +64,7 @@ static double gig_std(ghf_rng *r, double lambda, double omega)
     const double t = 0.5 * (lambda - 1.0), s = 0.25 * omega;
     const double xm = gig_mode(lambda, omega);
     const double nc = t * log(xm) - s * (xm + 1.0 / xm);
-    const long max_tries = 100000000L;
+    const long max_tries = GHF_SAMPLE_GIG_MAX_TRIES;
     if (lambda > 1.0 || omega > 1.0) {
         /* ratio-of-uniforms with mode shift: the bounding rectangle from the
          * roots of a cubic (Dagpunar 1989) */
@@ -77,6 +79,7 @@ static double gig_std(ghf_rng *r, double lambda, double omega)
         const double y2 = fak * cos(fi / 3.0 + 4.0 / 3.0 * M_PI) - a / 3.0;
         const double uplus = (y1 - xm) * exp(t * log(y1) - s * (y1 + 1.0 / y1) - nc);
         const double uminus = (y2 - xm) * exp(t * log(y2) - s * (y2 + 1.0 / y2) - nc);
+        if (!isfinite(uplus) || !isfinite(uminus) || !(uplus > uminus) || !isfinite(xm)) return NAN;
         for (long i = 0; i < max_tries; i++) {
             const double U = uminus + ghf_rng_uniform(r) * (uplus - uminus);
             const double V = ghf_rng_uniform(r);
@@ -88,6 +91,7 @@ static double gig_std(ghf_rng *r, double lambda, double omega)
     /* ratio-of-uniforms without mode shift */
     const double ym = ((lambda + 1.0) + sqrt((lambda + 1.0) * (lambda + 1.0) + omega * omega)) / omega;
     const double um = exp(0.5 * (lambda + 1.0) * log(ym) - s * (ym + 1.0 / ym) - nc);
+    if (!isfinite(um) || !(um > 0)) return NAN;
     for (long i = 0; i < max_tries; i++) {
         const double U = um * ghf_rng_uniform(r);
         const double V = ghf_rng_uniform(r);
@@ -102,6 +106,7 @@ double ghf_rng_gig(ghf_rng *r, double p, double a, double b)
     /* Y = sqrt(b/a) X with X ~ GIG(p, omega, omega), omega = sqrt(ab);
      * for p < 0, X = 1 / GIG(-p, omega, omega). */
     const double omega = sqrt(a * b), scale = sqrt(b / a);
+    if (!isfinite(p) || !(omega > 0) || !isfinite(omega) || !(scale > 0) || !isfinite(scale)) return NAN;
     const double x = gig_std(r, fabs(p), omega);
     return p < 0.0 ? scale / x : scale * x;
 }

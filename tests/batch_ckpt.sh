@@ -66,7 +66,7 @@ GHFIT_TEST_ITER_SLEEP=20 GHFIT_TEST_CKPT_SLEEP=60@2 \
 pid=$!
 for i in $(seq 1 600); do grep -q "test sleep" k1.txt && break; sleep 0.1; done
 grep -q "test sleep" k1.txt || die "the checkpoint writer never reached the test sleep"
-[ -e kk.h5.tmp ] || die "no temporary checkpoint during the write"
+ls kk.h5.tmp.* >/dev/null 2>&1 || die "no temporary checkpoint (kk.h5.tmp.<pid>) during the write"
 kill -KILL $pid; wait $pid 2>/dev/null
 sleep 1
 it=$("$H" kk.h5 /running/0 iter) || die "the previous checkpoint is not readable after SIGKILL"
