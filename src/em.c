@@ -247,12 +247,11 @@ static int start_subordinators(const ghf_em_opts *o, double cand[16][3])
 }
 
 /* GH with p free nests NIG (p = -1/2): the NIG fit of the same data, run to
- * convergence (at most GHF_NESTED_MAX_ITER iterations), is one more start
- * candidate.  EM never loses likelihood, so the GH fit then ends at least as
+ * convergence (at most max_iter iterations, like the fit itself), is one more
+ * start candidate.  EM never loses likelihood, so the GH fit then ends at least as
  * high as the NIG fit, whichever local optimum each finds (on data close to
  * Gaussian, GH's own starts can run into a face of the GIG domain while NIG
  * reaches a better interior point). */
-#define GHF_NESTED_MAX_ITER 500
 static int nested_start(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen)
 {
     const ghf_em_opts *o = e->o;
@@ -267,7 +266,6 @@ static int nested_start(em_ctx *e, ghf_params *out, double *best, int *have, cha
     no.stop_flag = NULL;
     no.no_nested = 1;
     no.nested_run = 1;
-    if (no.max_iter > GHF_NESTED_MAX_ITER) no.max_iter = GHF_NESTED_MAX_ITER;
     ghf_em_result nr;
     const int rc = ghf_em_fit(e->comm, e->be, e->d, &no, &nr, err, errlen);
     if (rc == 0 && (nr.outcome == GHF_EM_CONVERGED || nr.outcome == GHF_EM_MAX_ITER || nr.outcome == GHF_EM_BOUNDARY) &&

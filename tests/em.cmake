@@ -17,3 +17,9 @@ ghf_unit_test(NAME test_xsum SOURCES tests/test_xsum.c LABELS em TIMEOUT 60)
 foreach(np 2 3)
   ghf_mpi_test(NAME test_xsum_np${np} NP ${np} COMMAND $<TARGET_FILE:test_xsum> LABELS em TIMEOUT 60)
 endforeach()
+# Numerically hostile data on 1-4 ranks: same status, iterations and
+# log-likelihood, a monotone trace, GH >= NIG (tests/fit_adversarial.sh).
+add_test(NAME fit_adversarial COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_adversarial.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_adversarial)
+set_tests_properties(fit_adversarial PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")
