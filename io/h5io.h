@@ -158,7 +158,7 @@ typedef struct ghf_out_meta {
 
 typedef struct ghf_fit_record {
     const char *name;        /* group name under /fits, e.g. "gh" */
-    const char *family;      /* "gh" | "nig" */
+    const char *family;      /* the family's name (src/family/family.h: gh, hyp, nig, vg, t, gauss) */
     int64_t n_obs; int d; int n_iter; int converged;
     const char *status;      /* text, e.g. "converged", "max_iter", "boundary: b -> 0 (...)" */
     double loglik, aic, bic, elapsed_s;
@@ -169,6 +169,10 @@ typedef struct ghf_fit_record {
     int n_ranks; const double *phase_s;              /* [n_ranks][n_phases] wall seconds */
     const char *backend;                             /* optional, "cpu"/"cuda" */
     int64_t n_dropped;
+    int symmetric;                                   /* 1: gamma held at 0 */
+    double p_fixed;                                  /* the GIG index when held fixed (by the family
+                                                        or by the user), NaN when estimated */
+    const char *moments_note;                        /* why moments are NaN (heavy tails), or NULL */
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;

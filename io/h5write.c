@@ -242,8 +242,8 @@ static int check_record(const ghf_h5_writer *w, const ghf_fit_record *r, char *e
                     r->name ? r->name : "(null)");
         return 2;
     }
-    if (!r->family || (strcmp(r->family, "gh") != 0 && strcmp(r->family, "nig") != 0)) {
-        ghf__seterr(err, errlen, "%s:/fits/%s: family must be \"gh\" or \"nig\"", fp, r->name);
+    if (!r->family || !*r->family || strlen(r->family) >= sizeof(((ghf_fit_summary *)0)->family)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: the record has no family name (1-15 characters)", fp, r->name);
         return 2;
     }
     if (r->d < 1 || !r->mu || !r->gamma || !r->sigma) {
@@ -312,6 +312,8 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     bad |= ghf__attr_f64(g, "bic", r->bic) < 0;
     bad |= ghf__attr_f64(g, "elapsed_s", r->elapsed_s) < 0;
     bad |= ghf__attr_i64(g, "n_dropped", r->n_dropped) < 0;
+    bad |= ghf__attr_int(g, "symmetric", r->symmetric ? 1 : 0) < 0;
+    bad |= ghf__attr_f64(g, "p_fixed", r->p_fixed) < 0;
     if (r->backend) bad |= ghf__attr_str(g, "backend", r->backend) < 0;
     {
         hsize_t nt = (hsize_t)r->n_trace;
@@ -333,6 +335,7 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
 
     gm = make_group(g, "moments", "moments of the fitted distribution");
     bad |= gm < 0;
+    if (gm >= 0 && r->moments_note) bad |= ghf__attr_str(gm, "reason", r->moments_note) < 0;
     if (gm >= 0) {
         hsize_t d1 = (hsize_t)d;
         const double *mean = r->mean, *cov = r->cov;

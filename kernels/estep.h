@@ -30,6 +30,7 @@
 
 #include "ghf_defs.h"
 #include "bessel.h"
+#include "gig.h"
 
 enum {
     GHF_ST_N = 0,
@@ -84,10 +85,49 @@ GHF_HD static inline double ghf_estep_arg(const ghf_estep_consts *c, double q)
  * cancellation, from the scaled log normaliser (ll_const holds
  * -(log Z_sub + R)), the scaled log K_s = log K + z, and
  *     R - z = (R^2 - z^2) / (R + z) = (p^2 - a q - w2 b - w2 q) / (R + z). */
+/* On a face of the posterior (A = 0: the symmetric Student t, whose
+ * posterior is inverse Gamma; B = 0: a variance-gamma row exactly at mu,
+ * posterior Gamma) there is no Bessel function: the moments and
+ * log Z_post = log int y^(P-1) e^{-(A y + B/y)/2} dy in closed form; +inf
+ * moments where they do not exist, NaN where the posterior is improper (the
+ * likelihood is unbounded there). */
+GHF_HD static inline ghf_point ghf__estep_face(const ghf_estep_consts *c, double B, double zw)
+{
+    ghf_point r;
+    const double P = c->P;
+    double lzp;
+    if (c->A == 0.0) {
+        /* 1/Y ~ Gamma(-P, rate B/2) */
+        const double al = -P, be = 0.5 * B;
+        if (!(al > 0.0) || !(be > 0.0)) {
+            r.u = r.v = r.l = r.ll = NAN;
+            return r;
+        }
+        r.u = al / be;
+        r.v = al > 1.0 ? be / (al - 1.0) : INFINITY;
+        r.l = log(be) - ghf_digamma(al);
+        lzp = lgamma(al) - al * log(be);
+    } else {
+        /* Y ~ Gamma(P, rate A/2) */
+        const double al = P, be = 0.5 * c->A;
+        if (!(al > 0.0) || !(be > 0.0)) {
+            r.u = r.v = r.l = r.ll = NAN;
+            return r;
+        }
+        r.v = al / be;
+        r.u = al > 1.0 ? be / (al - 1.0) : INFINITY;
+        r.l = ghf_digamma(al) - log(be);
+        lzp = lgamma(al) - al * log(be);
+    }
+    r.ll = (c->ll_const - GHF_LN2) + c->R + zw + lzp;
+    return r;
+}
+
 GHF_HD static inline ghf_point ghf_estep_point(const ghf_estep_consts *c, double q, double zw,
                                                ghf_bessel_eval bk)
 {
     ghf_point r;
+    if (c->A == 0.0 || c->b + q == 0.0) return ghf__estep_face(c, c->b + q, zw);
     /* r = 1/2 log(B/A): E[Y^s|x] = (B/A)^(s/2) K_{P+s}/K_P */
     const double B = c->b + q;
     const double half_log_ba = 0.5 * (log(B) - c->log_A);

@@ -20,10 +20,14 @@
 static void fit_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpirun -np P ghfit fit --data DATA.h5 --model gh|nig --out RESULT.h5 [options]\n"
+            "usage: mpirun -np P ghfit fit --data DATA.h5 --model gh|hyp|nig|vg|t|gauss --out RESULT.h5 [options]\n"
             "  --data FILE          input HDF5 file (N rows x d columns, float32 or float64)\n"
             "  --dataset NAME       dataset inside FILE (default /X)\n"
-            "  --model gh|nig       family to fit\n"
+            "  --model gh|hyp|nig|vg|t|gauss\n"
+            "                       family to fit: generalized hyperbolic, hyperbolic (p = (d+1)/2),\n"
+            "                       normal inverse Gaussian (p = -1/2), variance gamma (b = 0),\n"
+            "                       skewed Student t (a = 0, nu = -2p), Gaussian\n"
+            "  --symmetric          gamma held at 0 (a symmetric fit)\n"
             "  --out FILE           result file (written atomically by rank 0)\n"
             "  --max-iter K         EM iteration limit (default %d)\n"
             "  --tol T              stop when the relative change of the log-likelihood and the largest\n"
@@ -32,7 +36,7 @@ static void fit_usage(FILE *f)
             "  --backend B          auto|cpu|cuda (default auto: cuda when every rank has a GPU)\n"
             "  --seed S             seed of the extra random subordinator starts (default 1)\n"
             "  --starts K           GH subordinator starts tried for %d iterations each (default %d)\n"
-            "  --p-fixed P          GH with the GIG index p held fixed at P\n"
+            "  --p-fixed P          the GIG index p held fixed at P (gh; vg: P > 0; t: P < 0, nu = -2P)\n"
             "  --rows START:LEN     fit a window of rows only\n"
             "  --drop-nonfinite     skip rows with NaN/Inf (counted in the output) instead of failing\n"
             "  --accel A            squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)\n"
@@ -47,7 +51,7 @@ static void fit_usage(FILE *f)
 
 typedef struct fit_args {
     const char *data, *dataset, *model, *out, *backend;
-    int max_iter, starts, quiet, drop_nonfinite, fix_p, accel;
+    int max_iter, starts, quiet, drop_nonfinite, fix_p, accel, symmetric;
     double tol, p_fixed;
     int64_t seed, win_start, win_len;
     const char *checkpoint; /* checkpoint options (src/checkpoint.h) */
@@ -82,7 +86,7 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
     a->ckpt_every = GHF_JOB_DEFAULT_CKPT_EVERY;
     a->accel = 1;
     enum { O_DATA = 256, O_DATASET, O_MODEL, O_OUT, O_MAXIT, O_TOL, O_BACKEND, O_SEED, O_QUIET, O_DROP,
-           O_STARTS, O_PFIX, O_ROWS, O_ACCEL, O_HELP, O_CKPT, O_CKPT_EVERY, O_RESUME };
+           O_STARTS, O_PFIX, O_ROWS, O_ACCEL, O_HELP, O_CKPT, O_CKPT_EVERY, O_RESUME, O_SYM };
     static const struct option opts[] = {
         {"data", required_argument, 0, O_DATA},       {"dataset", required_argument, 0, O_DATASET},
         {"model", required_argument, 0, O_MODEL},     {"out", required_argument, 0, O_OUT},
@@ -93,7 +97,7 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
         {"rows", required_argument, 0, O_ROWS},       {"help", no_argument, 0, O_HELP},
         {"accel", required_argument, 0, O_ACCEL},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
-        {"resume", no_argument, 0, O_RESUME},
+        {"resume", no_argument, 0, O_RESUME},         {"symmetric", no_argument, 0, O_SYM},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -132,8 +136,8 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
             }
             break;
         case O_PFIX:
-            if (ghf_parse_double(optarg, &a->p_fixed) || fabs(a->p_fixed) > 50) {
-                ghf_error0("--p-fixed: '%s' is not a number in [-50, 50]", optarg);
+            if (ghf_parse_double(optarg, &a->p_fixed) || fabs(a->p_fixed) > 1e6) {
+                ghf_error0("--p-fixed: '%s' is not a number in [-1e6, 1e6]", optarg);
                 return GHF_EXIT_USAGE;
             }
             a->fix_p = 1;
@@ -154,6 +158,7 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
             break;
         case O_CKPT: a->checkpoint = optarg; break;
         case O_RESUME: a->resume = 1; break;
+        case O_SYM: a->symmetric = 1; break;
         case O_CKPT_EVERY:
             if (ghf_parse_int(optarg, &a->ckpt_every) || a->ckpt_every < 1) {
                 ghf_error0("--checkpoint-every: '%s' is not a positive integer", optarg);
@@ -173,10 +178,10 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
     }
     if (!a->data) { ghf_error0("fit: --data is required"); return GHF_EXIT_USAGE; }
     if (!a->out) { ghf_error0("fit: --out is required"); return GHF_EXIT_USAGE; }
-    if (!a->model) { ghf_error0("fit: --model is required (gh or nig)"); return GHF_EXIT_USAGE; }
+    if (!a->model) { ghf_error0("fit: --model is required (%s)", ghf_family_list()); return GHF_EXIT_USAGE; }
     ghf_family fam;
     if (ghf_family_parse(a->model, &fam) != 0) {
-        ghf_error0("--model: unknown model '%s' (expected gh or nig)", a->model);
+        ghf_error0("--model: unknown model '%s' (expected %s)", a->model, ghf_family_list());
         return GHF_EXIT_USAGE;
     }
     if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
@@ -187,9 +192,13 @@ static int parse_fit_args(int argc, char **argv, fit_args *a)
         ghf_error0("--resume needs --checkpoint FILE");
         return GHF_EXIT_USAGE;
     }
-    if (a->fix_p && fam == GHF_FAMILY_NIG) {
-        ghf_error0("--p-fixed applies to --model gh only (NIG has p = -1/2)");
-        return GHF_EXIT_USAGE;
+    {
+        const ghf_model m = {fam, a->symmetric, a->fix_p, a->p_fixed};
+        char why[256];
+        if (ghf_model_check(&m, 1, why, sizeof why)) {
+            ghf_error0("%s", why);
+            return GHF_EXIT_USAGE;
+        }
     }
     return 0;
 }
@@ -267,16 +276,20 @@ int ghf_cmd_fit(int argc, char **argv)
         eo.fix_p = 1;
         eo.p_fixed = a.p_fixed;
     }
+    eo.symmetric = a.symmetric;
     ghf_fit_out out;
     memset(&out, 0, sizeof out);
     snprintf(out.name, sizeof out.name, "%s", a.model);
     out.family = fam;
+    out.symmetric = a.symmetric;
+    out.fix_p = a.fix_p;
+    out.p_fixed = a.p_fixed;
     out.n_dropped = shard.n_dropped;
     /* checkpoint/resume (src/checkpoint.c): the identity is the data, N, d and the options */
     char hs[1024];
     snprintf(hs, sizeof hs, "fit|%s|%lld|%lld|%d|%d|%.17g|%lld|%d|%d|%.17g|%s|%d", a.model, (long long)a.win_start,
              (long long)a.win_len, a.drop_nonfinite, a.max_iter, a.tol, (long long)a.seed, a.starts, a.fix_p,
-             a.fix_p ? a.p_fixed : 0.0, a.backend, a.accel);
+             a.fix_p ? a.p_fixed : 0.0, a.backend, a.accel + 2 * a.symmetric);
     const ghf_ckpt_id cid = {"fit", a.data, a.dataset, data.n_global, data.d,
                              ghf_hash_bytes(GHF_HASH_INIT, hs, strlen(hs)), 1, NULL};
     ghf_fit_ckpt ck;

@@ -201,7 +201,10 @@ int ghf_cmd_generate(int argc, char **argv)
     if (optind < argc) { ghf_error0("generate: unexpected argument '%s'", argv[optind]); return GHF_EXIT_USAGE; }
     if (!model) { ghf_error0("generate: --model is required (gh or nig)"); return GHF_EXIT_USAGE; }
     ghf_family fam;
-    if (ghf_family_parse(model, &fam)) { ghf_error0("--model: unknown model '%s' (expected gh or nig)", model); return GHF_EXIT_USAGE; }
+    if (ghf_family_parse(model, &fam) || (fam != GHF_FAMILY_GH && fam != GHF_FAMILY_NIG)) {
+        ghf_error0("--model: '%s' is not a model generate samples (gh or nig; `ghfit sample` draws from every family)", model);
+        return GHF_EXIT_USAGE;
+    }
     if (d < 1) { ghf_error0("generate: --dim is required"); return GHF_EXIT_USAGE; }
     if (n < 1) { ghf_error0("generate: --n is required"); return GHF_EXIT_USAGE; }
     if (seed < 0) { ghf_error0("generate: --seed is required"); return GHF_EXIT_USAGE; }

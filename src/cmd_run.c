@@ -772,8 +772,9 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         } else if (j->warm_start && w.valid && w.chain == s->chain && w.t.d == data->d &&
                    ghf_params_alloc(&init, data->d) == 0) {
             ghf_data_params_to_internal(data, &w.t, &init); /* w.t is in data coordinates */
-            if (s->family == GHF_FAMILY_NIG) init.p = -0.5;
-            if (s->fix_p) init.p = s->p;
+            const ghf_model m = {s->family, 0, s->fix_p, s->p};
+            const double fp = ghf_model_fixed_p(&m, data->d);
+            if (!isnan(fp)) init.p = fp;
             have_init = 1;
             eo.init = &init;
         }
@@ -781,6 +782,8 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         memset(&out, 0, sizeof out);
         snprintf(out.name, sizeof out.name, "%s", s->name);
         out.family = s->family;
+        out.fix_p = s->fix_p;
+        out.p_fixed = s->p;
         out.n_dropped = dc.shard.n_dropped;
         st = ghf_em_fit(g->gcomm, dc.be, data->d, &eo, &out.em, msg, msglen);
         if (have_init) ghf_params_free(&init);

@@ -122,6 +122,7 @@ typedef struct em_ctx {
     MPI_Comm comm;
     ghf_backend *be;
     const ghf_em_opts *o;
+    ghf_model model; /* what is fitted (from o) */
     ghf_mstep_opts mo;
     int d;
     int len;
@@ -157,7 +158,7 @@ static int estep_ok(const em_ctx *e)
  * (GHF_MSTEP_GAUSS: the Gaussian limit, for the caller to handle). */
 static int mstep(em_ctx *e, const ghf_params *cur, ghf_params *next, char *why, size_t whylen)
 {
-    const ghf_mstep_status ms = ghf_mstep(e->o->family, &e->mo, e->stats, cur, next, why, whylen);
+    const ghf_mstep_status ms = ghf_mstep(&e->model, &e->mo, e->stats, cur, next, why, whylen);
     if (ms != GHF_MSTEP_OK) return (int)ms;
     if (ghf_derive(next, &e->g) != 0) {
         snprintf(why, whylen, "boundary: Sigma is no longer positive definite (the fit collapses onto tied or collinear observations)");
@@ -203,47 +204,14 @@ static void make_start(ghf_params *t, const double *mean, const double *cov, int
 }
 
 /* The near-Gaussian point of the family: the data's mean and covariance,
- * gamma = 0, and a subordinator with E[Y] ~ 1 and CV^2 = GHF_KAPPA_GAUSS. */
-static void near_gaussian(const ghf_em_opts *o, int d, ghf_params *t)
+ * gamma = 0, and a subordinator with E[Y] ~ 1 and CV^2 = GHF_KAPPA_GAUSS.
+ * -1 if the family has none (p held fixed on a face of the GIG domain). */
+static int near_gaussian(const em_ctx *e, ghf_params *t)
 {
-    const double om = 1.0 / GHF_KAPPA_GAUSS;
-    const double p = o->family == GHF_FAMILY_NIG ? -0.5 : (o->fix_p ? o->p_fixed : -0.5);
-    make_start(t, o->data_mean, o->data_cov, d, p, om, om);
-}
-
-/* splitmix64: the seed's extra starts */
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* The subordinator candidates of the starts; returns their number. */
-static int start_subordinators(const ghf_em_opts *o, double cand[16][3])
-{
-    int nc = 0;
-    if (o->family == GHF_FAMILY_NIG) {
-        cand[nc][0] = -0.5, cand[nc][1] = 1.0, cand[nc][2] = 1.0, nc++;
-    } else if (o->fix_p) {
-        cand[nc][0] = o->p_fixed, cand[nc][1] = 1.0, cand[nc][2] = 1.0, nc++;
-    } else {
-        /* NIG-like, VG-like (b small), Student-t-like (a small), hyperbolic-like */
-        const double base[4][3] = {{-0.5, 1.0, 1.0}, {2.0, 4.0, 1e-2}, {-3.0, 1e-2, 4.0}, {1.0, 1.0, 1.0}};
-        const int nb = o->n_starts < 4 ? (o->n_starts < 1 ? 1 : o->n_starts) : 4;
-        for (int i = 0; i < nb; i++, nc++)
-            for (int j = 0; j < 3; j++) cand[nc][j] = base[i][j];
-        uint64_t s = o->seed * 0x2545F4914F6CDD1DULL + 12345u;
-        for (int i = 4; i < o->n_starts && nc < 16; i++, nc++) {
-            const double u1 = (double)(splitmix(&s) >> 11) * 0x1.0p-53;
-            const double u2 = (double)(splitmix(&s) >> 11) * 0x1.0p-53;
-            cand[nc][0] = -4.0 + 8.0 * u1;
-            cand[nc][1] = exp(-2.0 + 4.0 * u2);
-            cand[nc][2] = cand[nc][1];
-        }
-    }
-    return nc;
+    double sub[3];
+    if (ghf_model_near_gauss(&e->model, e->d, GHF_KAPPA_GAUSS, sub) != 0) return -1;
+    make_start(t, e->o->data_mean, e->o->data_cov, e->d, sub[0], sub[1], sub[2]);
+    return 0;
 }
 
 /* GH with p free nests NIG (p = -1/2): the NIG fit of the same data, run to
@@ -256,6 +224,7 @@ static int nested_start(em_ctx *e, ghf_params *out, double *best, int *have, cha
 {
     const ghf_em_opts *o = e->o;
     if (o->family != GHF_FAMILY_GH || o->fix_p || o->no_nested) return 0;
+    /* (symmetric GH nests symmetric NIG: the same holds) */
     ghf_em_opts no = *o;
     no.family = GHF_FAMILY_NIG;
     no.quiet = 1;
@@ -288,7 +257,7 @@ static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
     const ghf_em_opts *o = e->o;
     const int d = e->d;
     double cand[16][3];
-    const int nsub = start_subordinators(o, cand);
+    const int nsub = ghf_model_starts(&e->model, d, o->n_starts, o->seed, cand);
     const int nloc = o->data_rmean && o->data_rcov ? 2 : 1;
     const int nc = nsub * nloc;
     ghf_params t, nx;
@@ -392,7 +361,7 @@ static int sq_face(const ghf_params *t0, const ghf_params *t1, const ghf_params 
 }
 
 /* theta' = t0 - 2 alpha r + alpha^2 v.  Returns 0, or -1 if the point is unusable. */
-static int squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, const ghf_em_opts *o,
+static int squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, double fixed_p,
                          ghf_params *out)
 {
     const int d = t0->d, n = sq_len(d);
@@ -420,11 +389,11 @@ static int squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_p
             x2[i] = x0[i] - 2.0 * alpha * r + alpha * alpha * v;
         }
         sq_unpack(x2, out);
-        if (o->family == GHF_FAMILY_NIG) out->p = -0.5;
-        if (o->fix_p) out->p = o->p_fixed;
+        if (!isnan(fixed_p)) out->p = fixed_p;
         if (face_a) out->a = 0.0;
         if (face_b) out->b = 0.0;
-        rc = (ghf_params_finite(out) && fabs(out->p) <= 50.0 && (out->a > 0 || face_a) && (out->b > 0 || face_b) &&
+        rc = (ghf_params_finite(out) && (fabs(out->p) <= 50.0 || out->p == fixed_p || face_a || face_b) &&
+              (out->a > 0 || face_a) && (out->b > 0 || face_b) &&
               (!face_a || out->p < 0) && (!face_b || out->p > 0)) ? 0 : -1;
     }
     free(a);
@@ -612,11 +581,14 @@ static em_next step_extrapolated(em_loop *L, ghf_em_result *r, int erc)
 
 /* Convergence at a plain step: the relative change of the log-likelihood and
  * the largest relative parameter change both below tol. */
-static const char *converged_status(const ghf_params *t)
+static const char *converged_status(const ghf_model *m, const ghf_params *t)
 {
-    if (t->a == 0.0) return "converged on the boundary a = 0 (the skewed Student-t limit of GH)";
-    if (t->b == 0.0) return "converged on the boundary b = 0 (the variance-gamma limit of GH)";
-    if (fabs(t->p) >= 50.0) return "converged on the boundary |p| = 50 (the bound of the GIG index)";
+    /* faces of the GIG domain: a boundary only for the families that live inside it */
+    if (ghf_family_get(m->family)->sub == GHF_SUB_GIG) {
+        if (t->a == 0.0) return "converged on the boundary a = 0 (the skewed Student-t limit of GH)";
+        if (t->b == 0.0) return "converged on the boundary b = 0 (the variance-gamma limit of GH)";
+        if (fabs(t->p) >= 50.0) return "converged on the boundary |p| = 50 (the bound of the GIG index)";
+    }
     return "converged";
 }
 
@@ -698,7 +670,7 @@ static em_next step_plain(em_loop *L, ghf_em_result *r, int erc)
                    GAUSS_LIMIT_STATUS);
         else
             finish(r, &st->cur, ll, k, st->trace, GHF_EM_CONVERGED,
-                   dpar < o->tol ? converged_status(&st->cur) : FLAT_STATUS);
+                   dpar < o->tol ? converged_status(&e->model, &st->cur) : FLAT_STATUS);
         return EM_DONE;
     }
     if (k >= L->max_iter) {
@@ -718,7 +690,7 @@ static em_next step_plain(em_loop *L, ghf_em_result *r, int erc)
     /* second step: st.prev = theta_k, st.cur = theta_{k+1}, nx = theta_{k+2} */
     L->ll_th1 = ll;
     ghf_params_copy(&L->th2, &L->nx);
-    const int ok = squarem_point(&st->prev, &st->cur, &L->th2, o, &L->thx) == 0 && ghf_derive(&L->thx, &e->g) == 0;
+    const int ok = squarem_point(&st->prev, &st->cur, &L->th2, ghf_model_fixed_p(&e->model, e->d), &L->thx) == 0 && ghf_derive(&L->thx, &e->g) == 0;
     ghf_params_copy(&st->prev, &st->cur);
     ghf_params_copy(&st->cur, &L->th2);
     st->iter = k + 1;
@@ -784,6 +756,33 @@ static em_next stop_requested(em_loop *L, ghf_em_result *r, char *err, size_t er
     return EM_DONE;
 }
 
+/* The Gaussian family: its maximum likelihood is in closed form, the data's
+ * mean and biased covariance (n, not n - 1); no EM iterations. */
+static void gaussian_fit(em_ctx *e, ghf_em_result *r)
+{
+    const int d = e->d;
+    ghf_params *t = &r->params;
+    for (int j = 0; j < d; j++) {
+        t->mu[j] = e->o->data_mean ? e->o->data_mean[j] : 0.0;
+        t->gamma[j] = 0.0;
+    }
+    memcpy(t->sigma, e->o->data_cov, (size_t)d * d * sizeof(double));
+    t->p = t->a = t->b = NAN;
+    r->loglik = e->o->ll_gauss;
+    r->n_iter = 0;
+    r->n_trace = 1;
+    r->trace[0] = r->loglik;
+    if (isfinite(r->loglik)) {
+        r->outcome = GHF_EM_CONVERGED;
+        r->converged = 1;
+        snprintf(r->status, sizeof r->status, "converged (closed form: the sample mean and covariance)");
+    } else {
+        r->outcome = GHF_EM_BOUNDARY;
+        snprintf(r->status, sizeof r->status,
+                 "boundary: the covariance is singular (collinear columns): the Gaussian likelihood is unbounded");
+    }
+}
+
 /* A fit never ends below the Gaussian limit of its family: when it ends at
  * or below the Gaussian log-likelihood, the near-Gaussian point is
  * evaluated and returned instead if it is better (one more E-step). */
@@ -793,7 +792,7 @@ static int against_gaussian(em_loop *L, ghf_em_result *r, char *err, size_t errl
     const double llg0 = e->o->ll_gauss;
     if (!(r->outcome == GHF_EM_CONVERGED || r->outcome == GHF_EM_MAX_ITER || r->outcome == GHF_EM_BOUNDARY)) return 0;
     if (!isfinite(llg0) || !(r->loglik < llg0 + 1e-9 * fabs(llg0))) return 0;
-    near_gaussian(e->o, e->d, &L->gauss);
+    if (near_gaussian(e, &L->gauss) != 0) return 0;
     const int erc = estep(e, &L->gauss, 0, err, errlen);
     r->n_estep++;
     if (erc == 1) return 1;
@@ -822,8 +821,11 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     e.o = o;
     e.d = d;
     e.len = ghf_stats_len(d);
-    e.mo.fix_p = o->fix_p;
-    e.mo.p_max = 50.0;
+    e.model.family = o->family;
+    e.model.symmetric = o->symmetric;
+    e.model.fix_p = o->fix_p;
+    e.model.p = o->p_fixed;
+    e.mo.p_max = 0.0; /* the family's */
     MPI_Comm_rank(comm, &e.rank);
     em_loop L;
     memset(&L, 0, sizeof L);
@@ -841,6 +843,10 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
         ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d)) {
         snprintf(err, errlen, "out of memory (d = %d)", d);
         rc = 1;
+        goto out;
+    }
+    if (ghf_family_get(o->family)->sub == GHF_SUB_NONE) {
+        gaussian_fit(&e, r);
         goto out;
     }
     {

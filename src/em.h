@@ -39,8 +39,9 @@ typedef struct ghf_em_opts {
     uint64_t seed;
     int n_starts;    /* GH subordinator starts (moment init); 1 = the NIG-like start only */
     int start_iters; /* EM iterations per start before choosing */
-    int fix_p;       /* GH: keep p fixed at p_fixed */
+    int fix_p;       /* keep p fixed at p_fixed (families whose p is free) */
     double p_fixed;
+    int symmetric;   /* gamma = 0 */
     int quiet;       /* rank 0 prints a line per iteration unless quiet */
     int accel;       /* 1: SQUAREM extrapolation (default), 0: plain EM */
     int no_nested;   /* GH: do not add the NIG fit to the starts (see em.c) */

@@ -358,8 +358,10 @@ int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
         out->em.loglik += add;
         for (int i = 0; i < out->em.n_trace; i++) out->em.trace[i] += add;
     }
-    out->moments_ok = ghf_params_moments(&out->outp, out->mean, out->cov) == 0;
-    const int k = ghf_params_count(out->family, d);
+    out->moments_ok = ghf_params_moments(&out->outp, out->mean, out->cov, out->moments_note,
+                                         sizeof out->moments_note) == 0;
+    const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
+    const int k = ghf_model_nparams(&m, d);
     out->aic = -2.0 * out->em.loglik + 2.0 * k;
     out->bic = -2.0 * out->em.loglik + k * log((double)data->n_global);
     return 0;
@@ -404,8 +406,14 @@ void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_rec
     rec->p = t->p;
     rec->a = t->a;
     rec->b = t->b;
-    rec->mean = out->moments_ok ? out->mean : NULL;
-    rec->cov = out->moments_ok ? out->cov : NULL;
+    rec->mean = out->mean;
+    rec->cov = out->cov;
+    rec->moments_note = out->moments_ok ? NULL : out->moments_note;
+    {
+        const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
+        rec->symmetric = out->symmetric;
+        rec->p_fixed = ghf_model_fixed_p(&m, out->d);
+    }
     rec->n_phases = GHF_NPHASES;
     rec->phase_names = ghf_phase_names;
     rec->n_ranks = out->n_ranks;
@@ -435,7 +443,9 @@ void ghf_fit_out_print(const ghf_fit_out *out, int verbose_params)
 {
     const ghf_params *t = &out->outp;
     const int d = out->d;
-    printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", out->name, ghf_family_name(out->family),
+    const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
+    char label[128];
+    printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", out->name, ghf_model_label(&m, d, label, sizeof label),
            (long long)out->n_obs, d, out->em.n_iter, out->em.status);
     printf("  loglik % .12e   aic %.6e   bic %.6e\n", out->em.loglik, out->aic, out->bic);
     if (verbose_params) {

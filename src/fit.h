@@ -59,6 +59,9 @@ extern const char *const ghf_phase_names[GHF_NPHASES];
 typedef struct ghf_fit_out {
     char name[128];
     ghf_family family;
+    int symmetric;     /* gamma held at 0 */
+    int fix_p;         /* p held at p_fixed (families whose p is free) */
+    double p_fixed;
     int64_t n_obs;
     int d;
     ghf_em_result em;  /* parameters in internal coordinates; loglik and trace
@@ -68,6 +71,7 @@ typedef struct ghf_fit_out {
     double *mean;      /* [d] E X in data coordinates */
     double *cov;       /* [d*d] Cov X */
     int moments_ok;
+    char moments_note[256]; /* why (some) moments are NaN */
     double aic, bic;
     double phases[GHF_NPHASES];   /* this rank */
     double *all_phases;           /* rank 0: [n_ranks][GHF_NPHASES] */

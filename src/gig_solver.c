@@ -459,3 +459,84 @@ ghf_gig_status ghf_gig_solve(const double eta[3], const double *warm, const ghf_
     if (rc_best == RUN_PBOUND) return GHF_GIG_BOUNDARY;
     return GHF_GIG_MAXITER;
 }
+
+/* ------------------------------------------------------------------------- */
+/* p held fixed: (a, b) only.  See gig_solver.h. */
+
+/* GIG moments needed by the fixed-p solver: E[1/Y], E[Y], E[1/Y^2], E[Y^2]
+ * from the GIG helpers (exact down to the faces a = 0, b = 0). */
+static void gig_mom(double p, double a, double b, double *einv, double *ey, double *einv2, double *ey2)
+{
+    const ghf_gig_stats g = ghf_gig_stats_eval(p, a, b);
+    *einv = g.e_inv;
+    *ey = g.e_y;
+    *einv2 = g.h22 + g.e_inv * g.e_inv;
+    *ey2 = g.h33 + g.e_y * g.e_y;
+}
+
+int ghf_gig_solve_fixed_p(double p, double eta_inv, double eta_y, double a0, double b0, double *a,
+                          double *b)
+{
+    /* Newton on F(theta2, theta3) = psi - theta2 eta_inv - theta3 eta_y in
+     * phi = (log b, log a), with backtracking on the gradient norm. */
+    double la = log(a0), lb = log(b0);
+    if (!isfinite(la) || !isfinite(lb)) {
+        la = 0.0;
+        lb = 0.0;
+    }
+    for (int it = 0; it < 100; it++) {
+        const double ca = exp(la), cb = exp(lb);
+        double ei, ey, ei2, ey2;
+        gig_mom(p, ca, cb, &ei, &ey, &ei2, &ey2);
+        /* dF/dtheta2 = E[1/Y] - eta_inv, dF/dtheta3 = E[Y] - eta_y;
+         * theta2 = -b/2, theta3 = -a/2; dtheta2/dlb = -b/2, dtheta3/dla = -a/2 */
+        const double g2 = ei - eta_inv, g3 = ey - eta_y;
+        const double rel = fmax(fabs(g2) / eta_inv, fabs(g3) / eta_y);
+        if (!isfinite(rel)) return 2;
+        if (rel < 1e-15) break;
+        const double h22 = ei2 - ei * ei, h33 = ey2 - ey * ey, h23 = 1.0 - ei * ey;
+        /* in phi: grad = J g, H = J Hth J + diag(J' g) with J = diag(-b/2, -a/2) */
+        const double j2 = -0.5 * cb, j3 = -0.5 * ca;
+        const double G2 = j2 * g2, G3 = j3 * g3;
+        double H22 = j2 * j2 * h22 + j2 * g2, H33 = j3 * j3 * h33 + j3 * g3, H23 = j2 * j3 * h23;
+        /* keep the Newton matrix positive definite */
+        const double tr = fabs(H22) + fabs(H33) + 1e-300;
+        double det = H22 * H33 - H23 * H23;
+        if (!(H22 > 0) || !(H33 > 0) || !(det > 1e-14 * tr * tr)) {
+            H22 = j2 * j2 * h22;
+            H33 = j3 * j3 * h33;
+            det = H22 * H33 - H23 * H23;
+            if (!(det > 0)) {
+                H23 = 0;
+                det = H22 * H33;
+            }
+        }
+        double dlb = -(H33 * G2 - H23 * G3) / det;
+        double dla = -(H22 * G3 - H23 * G2) / det;
+        const double mx = fmax(fabs(dla), fabs(dlb));
+        if (mx > 2.0) {
+            dla *= 2.0 / mx;
+            dlb *= 2.0 / mx;
+        }
+        /* backtrack on the relative gradient */
+        double step = 1.0;
+        for (int ls = 0; ls < 30; ls++) {
+            double e1, e2, e3, e4;
+            gig_mom(p, exp(la + step * dla), exp(lb + step * dlb), &e1, &e2, &e3, &e4);
+            const double r2 = fmax(fabs(e1 - eta_inv) / eta_inv, fabs(e2 - eta_y) / eta_y);
+            if (isfinite(r2) && r2 < rel) break;
+            step *= 0.5;
+        }
+        la += step * dla;
+        lb += step * dlb;
+        if (la < -700 || lb < -700) {
+            *a = exp(fmax(la, -700));
+            *b = exp(fmax(lb, -700));
+            return 1;
+        }
+        if (fabs(step * dla) + fabs(step * dlb) < 1e-16) break;
+    }
+    *a = exp(la);
+    *b = exp(lb);
+    return (isfinite(*a) && isfinite(*b)) ? 0 : 2;
+}

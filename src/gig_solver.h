@@ -54,6 +54,12 @@ ghf_gig_status ghf_gig_solve(const double eta[3], const double *warm, const ghf_
 
 const char *ghf_gig_status_str(ghf_gig_status s);
 
+/* p held fixed: solve E[1/Y] = eta_inv, E[Y] = eta_y for (a, b), warm start
+ * (a0, b0) (Newton in (log b, log a) with backtracking on the relative
+ * residual).  Returns 0 on success, 1 when a or b runs to 0 (the optimum lies
+ * on a face: a = 0 needs p < 0, b = 0 needs p > 0), 2 on failure. */
+int ghf_gig_solve_fixed_p(double p, double eta_inv, double eta_y, double a0, double b0, double *a, double *b);
+
 /* Shape of the Gamma distribution with E log X - log E X = c (c < 0):
  * the root of digamma(al) - log(al) = c (math.md 3.2).  NaN if c >= 0. */
 double ghf_gamma_shape_from_logmean_gap(double c);

@@ -144,12 +144,13 @@ static int parse_family(pctx *c, yaml_node_t *n, ghf_job *j)
     yaml_node_t *it[GHF_JOB_MAX_AXIS];
     int k;
     if (axis_items(c, "family", n, it, &k)) return 2;
-    int seen[2] = {0, 0};
+    int seen[GHF_N_FAMILIES] = {0};
     j->n_family = 0;
     for (int i = 0; i < k; i++) {
         ghf_family f;
         if (ghf_family_parse(scalar(it[i]), &f) != 0)
-            return perr(c, it[i], "family: unknown family '%s' (expected gh or nig)", scalar(it[i]));
+            return perr(c, it[i], "family: unknown family '%s' (expected %s)", scalar(it[i]),
+                        ghf_family_list());
         if (seen[f]) return perr(c, it[i], "family: '%s' is listed twice", scalar(it[i]));
         seen[f] = 1;
         j->family[j->n_family++] = f;

@@ -31,7 +31,7 @@ typedef struct ghf_job {
     /* output */
     char *out;
     /* sweep axes */
-    int n_family; ghf_family family[2];
+    int n_family; ghf_family family[GHF_N_FAMILIES];
     int n_p;      ghf_job_p p[GHF_JOB_MAX_AXIS];
     int n_tol;    double tol[GHF_JOB_MAX_AXIS];
     int n_seed;   int64_t seed[GHF_JOB_MAX_AXIS];

@@ -2,23 +2,12 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bessel.h"
 #include "gig.h"
-
-const char *ghf_family_name(ghf_family f)
-{
-    return f == GHF_FAMILY_NIG ? "nig" : "gh";
-}
-
-int ghf_family_parse(const char *s, ghf_family *f)
-{
-    if (strcmp(s, "gh") == 0) { *f = GHF_FAMILY_GH; return 0; }
-    if (strcmp(s, "nig") == 0) { *f = GHF_FAMILY_NIG; return 0; }
-    return -1;
-}
 
 int ghf_params_alloc(ghf_params *t, int d)
 {
@@ -52,13 +41,6 @@ void ghf_params_copy(ghf_params *dst, const ghf_params *src)
     dst->a = src->a;
     dst->b = src->b;
     dst->d = src->d;
-}
-
-int ghf_params_count(ghf_family f, int d)
-{
-    /* mu, gamma, Sigma (symmetric), subordinator; minus one scale direction */
-    const int normal = 2 * d + d * (d + 1) / 2;
-    return f == GHF_FAMILY_GH ? normal + 3 - 1 : normal + 2 - 1;
 }
 
 int ghf_params_finite(const ghf_params *t)
@@ -149,31 +131,59 @@ int ghf_derive(const ghf_params *t, ghf_derived *g)
     g->c.a = t->a;
     g->c.w2 = w2;
     g->c.ll_const = -0.5 * d * GHF_LOG_2PI - 0.5 * logdet - ghf_gig_log_norm_s(t->p, t->a, t->b) + GHF_LN2;
-    if (!isfinite(g->c.ll_const) || !isfinite(g->c.log_A) || !(g->c.A > 0.0)) return -1;
+    /* A = 0 only for a symmetric Student t (a = 0, gamma = 0): its posterior
+     * is inverse Gamma, proper when P < 0 */
+    if (!isfinite(g->c.ll_const) || !(g->c.A >= 0.0) || (g->c.A == 0.0 && !(t->a == 0.0 && g->c.P < 0.0)) ||
+        (g->c.A > 0.0 && !isfinite(g->c.log_A)))
+        return -1;
     return 0;
 }
 
-int ghf_params_moments(const ghf_params *t, double *mean, double *cov)
+int ghf_params_gaussian(const ghf_params *t)
+{
+    return isnan(t->p) && isnan(t->a) && isnan(t->b);
+}
+
+int ghf_params_moments(const ghf_params *t, double *mean, double *cov, char *why, size_t whylen)
 {
     const int d = t->d;
+    if (why && whylen) why[0] = '\0';
+    if (ghf_params_gaussian(t)) {
+        memcpy(mean, t->mu, (size_t)d * sizeof(double));
+        memcpy(cov, t->sigma, (size_t)d * d * sizeof(double));
+        return 0;
+    }
     /* E[Y] and Var[Y] from the GIG helpers (exact on the faces a = 0, b = 0) */
     const ghf_gig_stats g = ghf_gig_stats_eval(t->p, t->a, t->b);
     const double ey = g.e_y, vy = g.h33;
-    if (!isfinite(ey) || !isfinite(vy)) {
-        for (int i = 0; i < d; i++) mean[i] = NAN;
-        for (int i = 0; i < d * d; i++) cov[i] = NAN;
-        return -1;
-    }
-    for (int i = 0; i < d; i++) mean[i] = t->mu[i] + t->gamma[i] * ey;
+    int skew = 0;
+    for (int i = 0; i < d; i++) skew |= t->gamma[i] != 0.0;
+    /* E X = mu + gamma E[Y] needs E[sqrt(Y)] (and E[Y] when skewed) finite;
+     * Cov X = E[Y] Sigma + Var[Y] gamma gamma^T needs E[Y] (and Var[Y]) */
+    const int inv_gamma = t->a == 0.0;
+    const int mean_ok = (!inv_gamma || -t->p > 0.5) && (!skew || isfinite(ey));
+    const int cov_ok = isfinite(ey) && (!skew || isfinite(vy));
+    for (int i = 0; i < d; i++) mean[i] = mean_ok ? t->mu[i] + (skew ? t->gamma[i] * ey : 0.0) : NAN;
     for (int i = 0; i < d; i++)
         for (int j = 0; j < d; j++)
-            cov[i * d + j] = ey * t->sigma[i * d + j] + vy * t->gamma[i] * t->gamma[j];
-    return 0;
+            cov[i * d + j] = cov_ok ? ey * t->sigma[i * d + j] + (skew ? vy * t->gamma[i] * t->gamma[j] : 0.0) : NAN;
+    if (mean_ok && cov_ok) return 0;
+    if (why && whylen) {
+        if (inv_gamma)
+            snprintf(why, whylen, "%s: the mixing variable is inverse Gamma with shape %g (nu = %g degrees of freedom)%s",
+                     !mean_ok ? "no finite mean or covariance" : "no finite covariance", -t->p, -2.0 * t->p,
+                     skew ? " and the law is skewed" : "");
+        else
+            snprintf(why, whylen, "%s: E[Y] or Var[Y] of the mixing variable is not finite",
+                     !mean_ok ? "no finite mean or covariance" : "no finite covariance");
+    }
+    return -1;
 }
 
 void ghf_params_normalize(ghf_params *t, double logdet_sigma)
 {
     const int d = t->d;
+    if (ghf_params_gaussian(t)) return; /* no scale orbit without a mixing variable */
     const double s = exp(-logdet_sigma / d);
     if (!isfinite(s) || s <= 0.0) return;
     for (int i = 0; i < d * d; i++) t->sigma[i] *= s;
@@ -187,8 +197,21 @@ double ghf_logpdf(const ghf_params *t, const double *x)
     ghf_derived g;
     if (ghf_derived_alloc(&g, t->d) != 0) return NAN;
     double out = NAN;
-    if (ghf_derive(t, &g) == 0) {
-        const int d = t->d;
+    const int d = t->d;
+    if (ghf_params_gaussian(t)) {
+        /* N(mu, Sigma) */
+        if (ghf_cholesky(d, t->sigma, g.L) == 0) {
+            double q = 0.0, logdet = 0.0;
+            for (int i = 0; i < d; i++) {
+                double s = x[i] - t->mu[i];
+                for (int k = 0; k < i; k++) s -= g.L[i * d + k] * g.w[k];
+                g.w[i] = s / g.L[i * d + i];
+                q += g.w[i] * g.w[i];
+                logdet += 2.0 * log(g.L[i * d + i]);
+            }
+            out = -0.5 * (d * GHF_LOG_2PI + logdet + q);
+        }
+    } else if (ghf_derive(t, &g) == 0) {
         double q = 0.0, zw = 0.0;
         for (int i = 0; i < d; i++) {
             double s = 0.0;

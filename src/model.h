@@ -1,15 +1,11 @@
-/* model.h - GH/NIG parameters and the host-side quantities derived from them. */
+/* model.h - the parameters of a normal variance-mean mixture and the
+ * host-side quantities derived from them (every family: family/family.h). */
 #ifndef GHF_MODEL_H
 #define GHF_MODEL_H
 
 #include <stdint.h>
 #include "estep.h"
-
-typedef enum { GHF_FAMILY_GH = 0, GHF_FAMILY_NIG = 1 } ghf_family;
-
-const char *ghf_family_name(ghf_family f);
-/* 0 on success; -1 if the name is unknown. */
-int ghf_family_parse(const char *s, ghf_family *f);
+#include "family.h"
 
 /* X | Y=y ~ N(mu + gamma y, y Sigma), Y ~ GIG(p, a, b) (ghfit's convention:
  * density of Y proportional to y^(p-1) exp(-(a y + b/y)/2)).  NIG is p = -1/2. */
@@ -24,8 +20,6 @@ typedef struct ghf_params {
 int  ghf_params_alloc(ghf_params *t, int d);
 void ghf_params_free(ghf_params *t);
 void ghf_params_copy(ghf_params *dst, const ghf_params *src); /* same d */
-/* number of free parameters (for AIC/BIC), one scale direction removed */
-int  ghf_params_count(ghf_family f, int d);
 /* 1 if every entry is finite */
 int  ghf_params_finite(const ghf_params *t);
 
@@ -49,9 +43,13 @@ void ghf_derived_free(ghf_derived *g);
 /* 0 on success; -1 if Sigma is not positive definite or a constant is not finite. */
 int  ghf_derive(const ghf_params *t, ghf_derived *g);
 
+/* 1 for the Gaussian (no mixing variable: p, a and b are NaN, Sigma is the covariance). */
+int  ghf_params_gaussian(const ghf_params *t);
+
 /* Moments of the fitted law: E X = mu + gamma E[Y], Cov X = E[Y] Sigma + Var[Y] gamma gamma^T.
- * Returns -1 (and fills NaN-free zeros) if E[Y] or Var[Y] is infinite. */
-int  ghf_params_moments(const ghf_params *t, double *mean, double *cov);
+ * Returns 0, or -1 with NaN in what does not exist (heavy tails: a Student
+ * t with nu <= 2, ...) and the reason in why (may be NULL). */
+int  ghf_params_moments(const ghf_params *t, double *mean, double *cov, char *why, size_t whylen);
 
 /* Move along the scale orbit (mu, s Sigma, s gamma, p, s a, b / s) so that |Sigma| = 1.
  * The law of X does not change. */

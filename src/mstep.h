@@ -16,8 +16,7 @@ typedef enum {
 } ghf_mstep_status;
 
 typedef struct ghf_mstep_opts {
-    int fix_p;      /* GH: keep p fixed at its current value (solve for a, b only) */
-    double p_max;   /* |p| bound for GH (default 50) */
+    double p_max;   /* |p| bound of a free p (0: the family's) */
     int n_kept;     /* out: M-steps whose GIG solve did not improve on the current (p, a, b),
                        which were kept (a generalised EM step: the likelihood still rises) */
 } ghf_mstep_opts;
@@ -34,12 +33,8 @@ typedef struct ghf_mstep_opts {
  * rounding margin); otherwise the current (p, a, b) is kept.  Either way the
  * step is a generalised EM step, so the likelihood never falls and a GIG
  * solve that does not converge never aborts a fit. */
-ghf_mstep_status ghf_mstep(ghf_family fam, ghf_mstep_opts *o, const double *stats,
-                           const ghf_params *cur, ghf_params *next, char *why, size_t whylen);
+ghf_mstep_status ghf_mstep(const ghf_model *m, ghf_mstep_opts *o, const double *stats, const ghf_params *cur,
+                           ghf_params *next, char *why, size_t whylen);
 
-/* GIG (p fixed): solve E[1/Y] = eta_inv, E[Y] = eta_y for (a, b).  warm: a0, b0.
- * Returns 0 on success, 1 at the boundary, 2 on failure. */
-int ghf_gig_solve_fixed_p(double p, double eta_inv, double eta_y, double a0, double b0,
-                          double *a, double *b);
 
 #endif

@@ -159,6 +159,9 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     ghf_pack_f64s(b, r->phase_s, r->phase_s ? (int64_t)r->n_ranks * r->n_phases : 0);
     ghf_pack_str(b, r->backend);
     ghf_pack_i64(b, r->n_dropped);
+    ghf_pack_i64(b, r->symmetric);
+    ghf_pack_f64(b, r->p_fixed);
+    ghf_pack_str(b, r->moments_note);
 }
 
 void ghf_rec_free(ghf_rec *rec)
@@ -167,6 +170,7 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->family);
     free(rec->status);
     free(rec->backend);
+    free(rec->moments_note);
     free(rec->trace);
     free(rec->mu);
     free(rec->gamma);
@@ -217,6 +221,9 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
     r->phase_names = ghf_phase_names;
     r->backend = rec->backend = ghf_unpack_str(u);
     r->n_dropped = ghf_unpack_i64(u);
+    r->symmetric = (int)ghf_unpack_i64(u);
+    r->p_fixed = ghf_unpack_f64(u);
+    r->moments_note = rec->moments_note = ghf_unpack_str(u);
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||
         !r->family || !r->status) {

@@ -42,7 +42,7 @@ double *ghf_unpack_f64s(ghf_unpack *u, int64_t *n);     /* malloc'd or NULL */
 typedef struct ghf_rec {
     int64_t index;      /* the fit's index in the job */
     ghf_fit_record r;   /* every pointer points into this struct's own allocations */
-    char *name, *family, *status, *backend;
+    char *name, *family, *status, *backend, *moments_note;
     double *trace, *mu, *gamma, *sigma, *mean, *cov, *phase_s;
 } ghf_rec;
 

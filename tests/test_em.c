@@ -219,7 +219,7 @@ int main(int argc, char **argv)
                     vc[j * d + k] += e * e / n;
                 }
         double tmean[3], tcov[9];
-        ghf_params_moments(&t, tmean, tcov);
+        ghf_params_moments(&t, tmean, tcov, NULL, 0);
         run R;
         const char *what = ghf_family_name(fam);
         if (fit(&R, x, n, d, fam, 2000, 1e-10) != 0) {
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
               R.em.loglik, ll_true);
         CHECK(R.em.converged, "%s: converged (%s)", what, R.em.status);
         double fmean[3], fcov[9];
-        ghf_params_moments(&R.em.params, fmean, fcov);
+        ghf_params_moments(&R.em.params, fmean, fcov, NULL, 0);
         for (int j = 0; j < d; j++) {
             fmean[j] += R.data.shift[j];
             const double se = sqrt(c[j * d + j] / n);

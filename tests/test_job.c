@@ -139,7 +139,7 @@ static void test_errors(void)
     expect_error("data:\n  file: x.h5\n  datset: /X\n", "job.yaml:3: unknown key 'datset' in data");
     expect_error("data: x.h5\ntol: abc\n", "job.yaml:2: tol: 'abc' is not a non-negative number");
     expect_error("data: x.h5\ntol: [1e-8, -1]\n", "job.yaml:2: tol: '-1' is not a non-negative number");
-    expect_error("family: [gh, t]\n", "job.yaml:1: family: unknown family 't'");
+    expect_error("family: [gh, student]\n", "job.yaml:1: family: unknown family 'student'");
     expect_error("p: [free, banana]\n", "job.yaml:1: p: 'banana' is neither");
     expect_error("max_iter: 1.5\n", "job.yaml:1: max_iter: '1.5' is not an integer");
     expect_error("seed: [1, 1]\n", "job.yaml:1: seed: '1' is listed twice");
