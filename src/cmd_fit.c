@@ -207,7 +207,6 @@ int ghf_cmd_fit(int argc, char **argv)
     if (prc) return prc;
     ghf_family fam;
     ghf_family_parse(a.model, &fam);
-    ghf_install_stop_handlers();
 
     const double t0 = MPI_Wtime();
     char err[1024] = "";
@@ -295,10 +294,10 @@ int ghf_cmd_fit(int argc, char **argv)
         int wrote = ck.wrote_final;
         MPI_Bcast(&wrote, 1, MPI_INT, 0, comm);
         if (!a.checkpoint) {
-            ghf_error0("stopped on a signal before convergence (no checkpoint file was requested)");
+            ghf_note0("stopped on a signal before convergence (no checkpoint file was requested)");
             rc = GHF_EXIT_CHECKPOINT;
         } else if (wrote) {
-            ghf_error0("stopped on a signal at iteration %d; checkpoint written to %s (rerun with --resume)",
+            ghf_note0("stopped on a signal at iteration %d; checkpoint written to %s (rerun with --resume)",
                        ck.last_iter, a.checkpoint);
             rc = GHF_EXIT_CHECKPOINT;
         } else {

@@ -904,7 +904,6 @@ int ghf_cmd_run(int argc, char **argv)
         ghf_job_free(&job);
         return st;
     }
-    ghf_install_stop_handlers();
     const double t0 = MPI_Wtime();
     char err[1024] = "";
     /* the output directory and the data's shape (rank 0, broadcast) */
@@ -1084,7 +1083,8 @@ int ghf_cmd_run(int argc, char **argv)
         fflush(stdout);
     }
     ghf_bcast_status(world, &st, err, sizeof err);
-    if (st) ghf_error0("%s", err);
+    if (st == GHF_EXIT_CHECKPOINT) ghf_note0("%s", err); /* a planned stop */
+    else if (st) ghf_error0("%s", err);
 
     if (rank == 0) {
         for (int i = 0; i < n_specs; i++) free(coll.rec[i]);
