@@ -16,11 +16,15 @@
  * writes ONE result file (atomically) or, after a stop signal, one
  * checkpoint holding the finished records and every group's unfinished
  * fit. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
@@ -58,33 +62,51 @@ static void run_usage(FILE *f)
             "75 stopped on SIGUSR1/SIGTERM (checkpoint written when requested: rerun with --resume)\n");
 }
 
-static int read_file(const char *path, char **text, size_t *len)
+/* Read the job file (rank 0): a regular file of at most GHF_JOB_MAX_BYTES
+ * bytes (opened without blocking, so a FIFO cannot hold the run).  Returns 0,
+ * or 2/1 with one message naming the file. */
+static int read_job_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) break;
-        if (n + 4096 > cap) {
-            cap *= 2;
-            char *nb = realloc(b, cap);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-        const size_t k = fread(b + n, 1, 4096, f);
-        n += k;
-        if (k < 4096) break;
+    *text = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(err, errlen, "%s: cannot read the job file: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return GHF_EXIT_USAGE;
     }
-    const int bad = ferror(f) || !b || n > (1u << 24);
-    fclose(f);
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: the job file is not a regular file", path);
+        close(fd);
+        return GHF_EXIT_USAGE;
+    }
+    if (sb.st_size > GHF_JOB_MAX_BYTES) {
+        snprintf(err, errlen, "%s: the job file has %lld bytes, more than the limit of %d (1 MiB)", path,
+                 (long long)sb.st_size, GHF_JOB_MAX_BYTES);
+        close(fd);
+        return GHF_EXIT_USAGE;
+    }
+    /* one byte more than the limit tells a file that grew since fstat */
+    char *b = malloc((size_t)GHF_JOB_MAX_BYTES + 2);
+    size_t n = 0;
+    int bad = b == NULL;
+    while (!bad && n <= (size_t)GHF_JOB_MAX_BYTES) {
+        const ssize_t k = read(fd, b + n, (size_t)GHF_JOB_MAX_BYTES + 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) bad = 1;
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    close(fd);
     if (bad) {
+        snprintf(err, errlen, "%s: cannot read the job file: %s", path, b ? strerror(errno) : "out of memory");
         free(b);
-        return -1;
+        return b ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME;
+    }
+    if (n > (size_t)GHF_JOB_MAX_BYTES) {
+        snprintf(err, errlen, "%s: the job file has more than %d bytes (the limit, 1 MiB)", path, GHF_JOB_MAX_BYTES);
+        free(b);
+        return GHF_EXIT_USAGE;
     }
     b[n] = '\0';
     *text = b;
@@ -143,10 +165,7 @@ static int load_job(MPI_Comm comm, int argc, char **argv, ghf_job *j)
     size_t len = 0;
     int st = 0;
     char err[1024] = "";
-    if (rank == 0 && read_file(path, &text, &len) != 0) {
-        st = GHF_EXIT_USAGE;
-        snprintf(err, sizeof err, "%s: cannot read the job file", path);
-    }
+    if (rank == 0) st = read_job_file(path, &text, &len, err, sizeof err);
     ghf_bcast_status(comm, &st, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);

@@ -333,6 +333,38 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     return perr(c, v, "internal: key '%s' not handled", key);
 }
 
+/* libyaml's scanner takes time quadratic in the nesting depth of flow
+ * collections (minutes at depth 300,000), so the depth is checked first with
+ * the event parser, which stops at the first collection too deep.  Syntax
+ * errors are left to the document loader (same position, same cost). */
+static int check_depth(const char *text, size_t len, const char *src, char *err, size_t errlen)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) {
+        snprintf(err, errlen, "%s: cannot initialise the YAML parser", src);
+        return 2;
+    }
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int depth = 0, rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        const yaml_event_type_t t = ev.type;
+        const unsigned long line = (unsigned long)ev.start_mark.line + 1;
+        yaml_event_delete(&ev);
+        if (t == YAML_STREAM_END_EVENT) break;
+        if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) depth--;
+        if ((t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) && ++depth > GHF_JOB_MAX_DEPTH) {
+            snprintf(err, errlen, "%s:%lu: lists or mappings nested deeper than %d levels (the limit of a job file)",
+                     src, line, GHF_JOB_MAX_DEPTH);
+            rc = 2;
+            break;
+        }
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, char *err, size_t errlen)
 {
     ghf_job_defaults(j);
@@ -340,6 +372,16 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
     yaml_parser_t parser;
     yaml_document_t doc;
     pctx c = {&doc, j->source, err, errlen};
+    if (!j->source) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    if (len > GHF_JOB_MAX_BYTES) {
+        snprintf(err, errlen, "%s: the job file has %zu bytes, more than the limit of %d (1 MiB)", c.src, len,
+                 GHF_JOB_MAX_BYTES);
+        return 2;
+    }
+    if (check_depth(text, len, c.src, err, errlen)) return 2;
     if (!yaml_parser_initialize(&parser)) {
         snprintf(err, errlen, "%s: cannot initialise the YAML parser", c.src);
         return 2;

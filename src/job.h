@@ -14,6 +14,8 @@
 #define GHF_JOB_MAX_AXIS 64          /* values per sweep axis */
 #define GHF_JOB_DEFAULT_ROWS_PER_RANK 200000
 #define GHF_JOB_DEFAULT_CKPT_EVERY 50
+#define GHF_JOB_MAX_BYTES (1 << 20)  /* a job file is at most 1 MiB */
+#define GHF_JOB_MAX_DEPTH 16         /* lists and mappings nested at most this deep */
 
 /* One value of the p axis: free (estimated) or held fixed. */
 typedef struct ghf_job_p {
@@ -58,7 +60,8 @@ void ghf_job_free(ghf_job *j);
 
 /* Parse job text (YAML).  `source` names the file in messages.  Returns 0, or
  * 2 with ONE line "source:LINE: message" in err (unknown keys, malformed
- * values, YAML syntax errors). */
+ * values, YAML syntax errors, more than GHF_JOB_MAX_BYTES bytes, nesting
+ * deeper than GHF_JOB_MAX_DEPTH). */
 int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, char *err, size_t errlen);
 
 /* Checks that need every key and override applied (required keys, ranges).
