@@ -275,7 +275,7 @@ int ghf_cmd_fit(int argc, char **argv)
              (long long)a.win_len, a.drop_nonfinite, a.max_iter, a.tol, (long long)a.seed, a.starts, a.fix_p,
              a.fix_p ? a.p_fixed : 0.0, a.backend, a.accel);
     const ghf_ckpt_id cid = {"fit", a.data, a.dataset, data.n_global, data.d,
-                             ghf_hash_bytes(GHF_HASH_INIT, hs, strlen(hs)), 1, NULL};
+                             ghf_hash_bytes(GHF_HASH_INIT, hs, strlen(hs)), 1, NULL, 0, 0};
     ghf_fit_ckpt ck;
     int rc = ghf_fit_ckpt_setup(comm, &ck, a.checkpoint, a.ckpt_every, a.resume, &cid, a.model, a.max_iter, &eo,
                                 err, sizeof err);
@@ -301,7 +301,7 @@ int ghf_cmd_fit(int argc, char **argv)
                        ck.last_iter, a.checkpoint);
             rc = GHF_EXIT_CHECKPOINT;
         } else {
-            ghf_error0("stopped on a signal, but the checkpoint %s could not be written", a.checkpoint);
+            ghf_error0("stopped on a signal, but the checkpoint could not be written: %s", ck.final_err);
             rc = GHF_EXIT_RUNTIME;
         }
         goto done;

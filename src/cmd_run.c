@@ -313,7 +313,12 @@ typedef struct collector {
     ghf_ckpt file;         /* identity (for checkpoints) */
     double last_write;
     int n_printed;
-    int ckpt_failed;
+    /* the checkpoint's log of finished fits: records not yet in it, in arrival order */
+    ghf_ckpt_log *log;
+    const ghf_ckpt *resume; /* the loaded checkpoint (its log is continued), or NULL */
+    int *pending, n_pending;
+    int n_written;         /* checkpoints written by this run */
+    int warned;            /* a periodic write failed since the last good one */
 } collector;
 
 static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
@@ -328,56 +333,65 @@ static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
     return -1;
 }
 
-static void coll_write_ckpt(collector *c, int force)
+/* Append the finished fits not yet in the log (opened on the first write:
+ * a fresh log, or the loaded checkpoint's, cut to what it covers), sync it,
+ * and put its state into the checkpoint.  0 or 1 with a message. */
+static int coll_log_flush(collector *c, char *err, size_t errlen)
+{
+    ghf_ckpt *f = &c->file;
+    if (!c->log) {
+        const ghf_ckpt *r = c->resume && c->resume->log_name ? c->resume : NULL;
+        c->log = ghf_ckpt_log_open(c->job->checkpoint, f->hash, r ? r->log_bytes : 0, r ? r->log_crc : 0,
+                                   r ? r->log_count : 0, err, errlen);
+        if (!c->log) return 1;
+    }
+    int k = 0;
+    for (; k < c->n_pending; k++) {
+        const int pos = c->pending[k];
+        if (ghf_ckpt_log_append(c->log, c->specs[pos].index, c->rec[pos], c->rec_len[pos], err, errlen) != 0) break;
+    }
+    /* keep what could not be appended for the next write */
+    memmove(c->pending, c->pending + k, (size_t)(c->n_pending - k) * sizeof(int));
+    c->n_pending -= k;
+    if (c->n_pending > 0) return 1;
+    return ghf_ckpt_log_commit(c->log, f, err, errlen);
+}
+
+/* Write the checkpoint (at most every CKPT_MIN_INTERVAL s unless forced):
+ * the new finished fits to the log, then the small main file.  A periodic
+ * failure is a warning (once until a write succeeds again; the sweep goes
+ * on).  Returns 0, or 1 with the message in err. */
+static int coll_write_ckpt(collector *c, int force, char *err, size_t errlen)
 {
     const ghf_job *j = c->job;
-    if (!j->checkpoint) return;
+    if (!j->checkpoint) return 0;
     const double now = MPI_Wtime();
-    if (!force && now - c->last_write < CKPT_MIN_INTERVAL) return;
+    if (!force && now - c->last_write < CKPT_MIN_INTERVAL) return 0;
     c->last_write = now;
     ghf_ckpt *f = &c->file;
-    /* finished records in fit order */
-    int64_t nb = 0;
-    f->n_done = 0;
-    for (int i = 0; i < c->n_specs; i++)
-        if (c->rec[i]) nb += (int64_t)c->rec_len[i];
-    f->done_index = malloc((size_t)(c->n_rec + 1) * sizeof(int64_t));
-    f->done_off = malloc((size_t)(c->n_rec + 1) * sizeof(int64_t));
-    f->done_blob = malloc((size_t)(nb > 0 ? nb : 1));
-    char err[1024] = "out of memory";
-    int ok = f->done_index && f->done_off && f->done_blob;
-    if (ok) {
-        int64_t off = 0;
-        f->done_off[0] = 0;
-        for (int i = 0; i < c->n_specs; i++) {
-            if (!c->rec[i]) continue;
-            memcpy(f->done_blob + off, c->rec[i], c->rec_len[i]);
-            off += (int64_t)c->rec_len[i];
-            f->done_index[f->n_done] = c->specs[i].index;
-            f->done_off[++f->n_done] = off;
-        }
-        /* the running fits */
+    int rc = coll_log_flush(c, err, errlen);
+    if (!rc) {
         f->n_run = 0;
         f->run = calloc((size_t)c->G + 1, sizeof *f->run);
-        ok = f->run != NULL;
-        for (int g = 0; ok && g < c->G; g++)
+        if (!f->run) {
+            snprintf(err, errlen, "out of memory");
+            rc = 1;
+        }
+        for (int g = 0; !rc && g < c->G; g++)
             if (c->running[g].d > 0) f->run[f->n_run++] = c->running[g]; /* shallow */
-        if (ok) ok = ghf_ckpt_write(j->checkpoint, f, err, sizeof err) == 0;
+        if (!rc) rc = ghf_ckpt_write(j->checkpoint, f, err, errlen);
+        free(f->run);
+        f->run = NULL;
+        f->n_run = 0;
     }
-    if (!ok) {
-        fprintf(stderr, "ghfit: warning: %s\n", err);
-        c->ckpt_failed = 1;
-    } else if (force) {
-        c->ckpt_failed = 0;
+    if (!rc) {
+        c->n_written++;
+        c->warned = 0;
+    } else if (!force) {
+        if (!c->warned) fprintf(stderr, "ghfit: warning: %s (the sweep goes on; retrying)\n", err);
+        c->warned = 1;
     }
-    free(f->done_index);
-    free(f->done_off);
-    free(f->done_blob);
-    free(f->run);
-    f->done_index = f->done_off = NULL;
-    f->done_blob = NULL;
-    f->run = NULL;
-    f->n_run = f->n_done = 0;
+    return rc;
 }
 
 static void coll_print_fit(collector *c, int pos)
@@ -407,9 +421,11 @@ static void coll_add_record(collector *c, int group, unsigned char *bytes, size_
     c->rec[pos] = bytes;
     c->rec_len[pos] = n;
     c->n_rec++;
+    if (c->pending) c->pending[c->n_pending++] = pos;
     if (group >= 0 && group < c->G && c->running[group].index == index) ghf_ckpt_run_clear(&c->running[group]);
     if (!c->job->quiet) coll_print_fit(c, pos);
-    coll_write_ckpt(c, 0);
+    char err[1024];
+    coll_write_ckpt(c, 0, err, sizeof err);
 }
 
 static void coll_set_state(collector *c, int group, const ghf_ckpt_run *r, int stopping)
@@ -418,7 +434,8 @@ static void coll_set_state(collector *c, int group, const ghf_ckpt_run *r, int s
     ghf_ckpt_run *dst = &c->running[group];
     ghf_ckpt_run_clear(dst);
     *dst = *r; /* takes over the arrays */
-    if (!stopping) coll_write_ckpt(c, 0);
+    char err[1024];
+    if (!stopping) coll_write_ckpt(c, 0, err, sizeof err);
 }
 
 static void coll_handle(collector *c, MPI_Status *ms)
@@ -905,6 +922,130 @@ static void print_table(collector *c)
     free(rows);
 }
 
+/* ---------------------------------------------------------------------------
+ * The collector's life: start (with the finished fits of a resumed
+ * checkpoint), the end of the run, and cleaning up.
+ * ------------------------------------------------------------------------- */
+
+static void coll_init(collector *c, MPI_Comm comm, const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int G,
+                      const ghf_ckpt *resume, const ghf_ckpt_id *cid)
+{
+    c->comm = comm;
+    c->job = j;
+    c->specs = specs;
+    c->n_specs = n_specs;
+    c->G = G;
+    c->rec = calloc((size_t)n_specs, sizeof *c->rec);
+    c->rec_len = calloc((size_t)n_specs, sizeof *c->rec_len);
+    c->running = calloc((size_t)G, sizeof *c->running);
+    c->group_status = malloc((size_t)G * sizeof(int));
+    c->group_msg = calloc((size_t)G, sizeof(char *));
+    if (j->checkpoint) c->pending = malloc((size_t)n_specs * sizeof(int));
+    for (int i = 0; i < G; i++) c->group_status[i] = -1;
+    c->last_write = -1e300;
+    c->resume = resume;
+    ghf_ckpt_set_id(&c->file, cid);
+    if (!resume) return;
+    for (int k = 0; k < resume->n_done; k++) {
+        const int pos = spec_pos(specs, n_specs, resume->done_index[k]);
+        if (pos < 0 || c->rec[pos]) continue;
+        const size_t nb = (size_t)(resume->done_off[k + 1] - resume->done_off[k]);
+        c->rec[pos] = malloc(nb + 1);
+        memcpy(c->rec[pos], resume->done_blob + resume->done_off[k], nb);
+        c->rec_len[pos] = nb;
+        c->n_rec++;
+        /* already in the log being continued; else they go into a new one */
+        if (!resume->log_name && c->pending) c->pending[c->n_pending++] = pos;
+    }
+}
+
+/* After every group has reported: the result file, or the checkpoint after
+ * a stop.  Returns the exit status (message in err). */
+static int coll_finish(collector *c, int size, double t0, char *err, size_t errlen)
+{
+    const ghf_job *j = c->job;
+    int st = 0, n_err = 0, n_stop = 0;
+    for (int i = 0; i < c->G; i++) {
+        if (c->group_status[i] >= GROUP_ERROR) {
+            if (!n_err) {
+                snprintf(err, errlen, "%s", c->group_msg[i] ? c->group_msg[i] : "a group failed");
+                st = c->group_status[i] - GROUP_ERROR;
+            }
+            n_err++;
+        }
+        if (c->group_status[i] == GROUP_STOPPED) n_stop++;
+    }
+    if (n_err) return st == GHF_EXIT_USAGE ? st : GHF_EXIT_RUNTIME;
+    if (c->n_rec == c->n_specs) {
+        const char *bk = j->backend;
+        ghf_unpack u = {c->rec[0], c->rec_len[0], 0, 0};
+        ghf_rec r0;
+        char bkbuf[16];
+        if (ghf_rec_unpack(&u, &r0) == 0) {
+            snprintf(bkbuf, sizeof bkbuf, "%s", r0.r.backend ? r0.r.backend : j->backend);
+            bk = bkbuf;
+            ghf_rec_free(&r0);
+        }
+        const double tw = MPI_Wtime();
+        write_result(c, bk, size, &st, err, errlen);
+        if (st) return st;
+        const double t_end = MPI_Wtime();
+        print_table(c);
+        if (!j->quiet)
+            printf("wrote %s (%d fits) in %.2f s: fits %.2f s, result file %.2f s\n", j->out, c->n_specs, t_end - t0,
+                   tw - t0, t_end - tw);
+        if (j->checkpoint) {
+            ghf_ckpt_log_close(c->log);
+            c->log = NULL;
+            ghf_ckpt_remove(j->checkpoint);
+        }
+        return 0;
+    }
+    if (!n_stop) {
+        snprintf(err, errlen, "internal: %d of %d fits finished", c->n_rec, c->n_specs);
+        return GHF_EXIT_RUNTIME;
+    }
+    if (!j->checkpoint) {
+        snprintf(err, errlen,
+                 "stopped on a signal with %d of %d fits finished (no checkpoint file was requested; nothing written)",
+                 c->n_rec, c->n_specs);
+        return GHF_EXIT_CHECKPOINT;
+    }
+    char e2[1024];
+    if (coll_write_ckpt(c, 1, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "stopped on a signal, but the checkpoint could not be written: %.900s", e2);
+        return GHF_EXIT_RUNTIME;
+    }
+    snprintf(err, errlen, "stopped on a signal with %d of %d fits finished; checkpoint written to %s (rerun with --resume)",
+             c->n_rec, c->n_specs, j->checkpoint);
+    return GHF_EXIT_CHECKPOINT;
+}
+
+static void coll_free(collector *c)
+{
+    if (c->log) {
+        ghf_ckpt_log_close(c->log);
+        /* a log that no checkpoint refers to is of no use: not left behind */
+        if (c->n_written == 0 && !(c->resume && c->resume->log_name)) {
+            char lp[4200];
+            ghf_ckpt_log_path(c->job->checkpoint, lp, sizeof lp);
+            if (ghf_ckpt_log_is_ours(lp)) unlink(lp);
+        }
+    }
+    for (int i = 0; i < c->n_specs; i++) free(c->rec[i]);
+    for (int i = 0; i < c->G; i++) {
+        ghf_ckpt_run_clear(&c->running[i]);
+        free(c->group_msg[i]);
+    }
+    free(c->rec);
+    free(c->rec_len);
+    free(c->running);
+    free(c->group_status);
+    free(c->group_msg);
+    free(c->pending);
+    ghf_ckpt_free(&c->file);
+}
+
 int ghf_cmd_run(int argc, char **argv)
 {
     MPI_Comm world = MPI_COMM_WORLD;
@@ -979,10 +1120,17 @@ int ghf_cmd_run(int argc, char **argv)
 
     /* identity, resume */
     char *cfg = ghf_job_config_text(&job);
-    const ghf_ckpt_id cid = {"run", job.data_file, job.dataset, n_rows, d, ghf_job_hash(&job), n_specs, cfg};
+    ghf_ckpt_id cid = {"run", job.data_file, job.dataset, n_rows, d, ghf_job_hash(&job), n_specs, cfg, 0, 0};
     ghf_ckpt resume;
     memset(&resume, 0, sizeof resume);
     int have_resume = 0;
+    if (job.checkpoint) {
+        st = ghf_ckpt_id_fingerprint(world, &cid, err, sizeof err);
+        if (st) {
+            ghf_error0("%s", err);
+            goto cleanup;
+        }
+    }
     if (job.resume) {
         st = ghf_ckpt_load(world, job.checkpoint, &cid, &resume, err, sizeof err);
         if (st) {
@@ -994,39 +1142,16 @@ int ghf_cmd_run(int argc, char **argv)
     collector coll;
     memset(&coll, 0, sizeof coll);
     if (rank == 0) {
-        coll.comm = g.pcomm;
-        coll.job = &job;
-        coll.specs = specs;
-        coll.n_specs = n_specs;
-        coll.G = G;
-        coll.rec = calloc((size_t)n_specs, sizeof *coll.rec);
-        coll.rec_len = calloc((size_t)n_specs, sizeof *coll.rec_len);
-        coll.running = calloc((size_t)G, sizeof *coll.running);
-        coll.group_status = malloc((size_t)G * sizeof(int));
-        coll.group_msg = calloc((size_t)G, sizeof(char *));
-        for (int i = 0; i < G; i++) coll.group_status[i] = -1;
-        coll.last_write = -1e300;
-        ghf_ckpt_set_id(&coll.file, &cid);
+        coll_init(&coll, g.pcomm, &job, specs, n_specs, G, have_resume ? &resume : NULL, &cid);
         g.coll = &coll;
         if (!job.quiet)
             printf("ghfit %s: run %s: %d fit%s (of %d) of %s:%s (%lld x %d) on %d rank%s: %d group%s of %d%s rank%s\n",
                    GHFIT_VERSION, job.source, n_specs, n_specs == 1 ? "" : "s", n_total, job.data_file, job.dataset,
                    (long long)n_rows, d, size, size == 1 ? "" : "s", G, G == 1 ? "" : "s", size / G,
                    size % G ? "+" : "", size / G == 1 && size % G == 0 ? "" : "s");
-        if (have_resume) {
-            for (int k = 0; k < resume.n_done; k++) {
-                const int pos = spec_pos(specs, n_specs, resume.done_index[k]);
-                if (pos < 0 || coll.rec[pos]) continue;
-                const size_t nb = (size_t)(resume.done_off[k + 1] - resume.done_off[k]);
-                coll.rec[pos] = malloc(nb + 1);
-                memcpy(coll.rec[pos], resume.done_blob + resume.done_off[k], nb);
-                coll.rec_len[pos] = nb;
-                coll.n_rec++;
-            }
-            if (!job.quiet)
-                printf("resuming from %s: %d fit%s finished, %d in progress\n", job.checkpoint, coll.n_rec,
-                       coll.n_rec == 1 ? "" : "s", resume.n_run);
-        }
+        if (have_resume && !job.quiet)
+            printf("resuming from %s: %d fit%s finished, %d in progress\n", job.checkpoint, coll.n_rec,
+                   coll.n_rec == 1 ? "" : "s", resume.n_run);
         fflush(stdout);
     }
 
@@ -1042,82 +1167,14 @@ int ghf_cmd_run(int argc, char **argv)
             MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, coll.comm, &ms);
             coll_handle(&coll, &ms);
         }
-        int n_err = 0, n_stop = 0;
-        for (int i = 0; i < G; i++) {
-            if (coll.group_status[i] >= GROUP_ERROR) {
-                if (!n_err) {
-                    snprintf(err, sizeof err, "%s", coll.group_msg[i] ? coll.group_msg[i] : "a group failed");
-                    st = coll.group_status[i] - GROUP_ERROR;
-                }
-                n_err++;
-            }
-            if (coll.group_status[i] == GROUP_STOPPED) n_stop++;
-        }
-        if (n_err) {
-            if (st != GHF_EXIT_USAGE) st = GHF_EXIT_RUNTIME;
-        } else if (coll.n_rec == n_specs) {
-            const char *bk = job.backend;
-            ghf_unpack u = {coll.rec[0], coll.rec_len[0], 0, 0};
-            ghf_rec r0;
-            char bkbuf[16];
-            if (ghf_rec_unpack(&u, &r0) == 0) {
-                snprintf(bkbuf, sizeof bkbuf, "%s", r0.r.backend ? r0.r.backend : job.backend);
-                bk = bkbuf;
-                ghf_rec_free(&r0);
-            }
-            const double tw = MPI_Wtime();
-            write_result(&coll, bk, size, &st, err, sizeof err);
-            if (!st) {
-                const double t_end = MPI_Wtime();
-                print_table(&coll);
-                if (!job.quiet)
-                    printf("wrote %s (%d fits) in %.2f s: fits %.2f s, result file %.2f s\n", job.out, n_specs,
-                           t_end - t0, tw - t0, t_end - tw);
-                if (job.checkpoint) ghf_ckpt_remove(job.checkpoint);
-            }
-        } else if (n_stop) {
-            if (job.checkpoint) {
-                coll.ckpt_failed = 0;
-                coll_write_ckpt(&coll, 1);
-                if (coll.ckpt_failed) {
-                    st = GHF_EXIT_RUNTIME;
-                    snprintf(err, sizeof err, "stopped on a signal, but the checkpoint %s could not be written",
-                             job.checkpoint);
-                } else {
-                    st = GHF_EXIT_CHECKPOINT;
-                    snprintf(err, sizeof err,
-                             "stopped on a signal with %d of %d fits finished; checkpoint written to %s (rerun with --resume)",
-                             coll.n_rec, n_specs, job.checkpoint);
-                }
-            } else {
-                st = GHF_EXIT_CHECKPOINT;
-                snprintf(err, sizeof err,
-                         "stopped on a signal with %d of %d fits finished (no checkpoint file was requested; nothing written)",
-                         coll.n_rec, n_specs);
-            }
-        } else {
-            st = GHF_EXIT_RUNTIME;
-            snprintf(err, sizeof err, "internal: %d of %d fits finished", coll.n_rec, n_specs);
-        }
+        st = coll_finish(&coll, size, t0, err, sizeof err);
         fflush(stdout);
     }
     ghf_bcast_status(world, &st, err, sizeof err);
     if (st == GHF_EXIT_CHECKPOINT) ghf_note0("%s", err); /* a planned stop */
     else if (st) ghf_error0("%s", err);
 
-    if (rank == 0) {
-        for (int i = 0; i < n_specs; i++) free(coll.rec[i]);
-        for (int i = 0; i < G; i++) {
-            ghf_ckpt_run_clear(&coll.running[i]);
-            free(coll.group_msg[i]);
-        }
-        free(coll.rec);
-        free(coll.rec_len);
-        free(coll.running);
-        free(coll.group_status);
-        free(coll.group_msg);
-        ghf_ckpt_free(&coll.file);
-    }
+    if (rank == 0) coll_free(&coll);
 cleanup:
     if (have_resume) ghf_ckpt_free(&resume);
     free(cfg);

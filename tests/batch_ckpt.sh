@@ -114,7 +114,7 @@ wait $pid; rc=$?
 [ -e sw.h5 ] && die "an interrupted sweep wrote a result"
 grep "stopped on a signal" sw1.txt
 nrun=$(h5ls swck.h5/running 2>/dev/null | grep -c Group)
-ndone=$("$H" swck.h5 /done/index | grep -c .)
+ndone=$("$H" swck.h5 / done_count) # the finished fits are in the log swck.h5.done
 echo "sweep checkpoint: $ndone finished, $nrun in progress"
 [ "$nrun" -ge 1 ] || die "no fit in progress in the sweep checkpoint"
 mpirun -np 2 "$G" run sw.yaml --checkpoint swck.h5 --resume > sw2.txt 2>&1 || { cat sw2.txt; die "sweep resume"; }

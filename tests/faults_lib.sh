@@ -11,8 +11,8 @@ run_t() { local t=$1 o=$2; shift 2; timeout -k 5 "$t" "$@" > "$o" 2>&1; }
 
 # outcome NAME RC WANT OUTFILE KIND [PATTERN]: the exit status is WANT, no hang,
 # no signal, and the output holds exactly one line "ghfit: KIND: ..." (KIND
-# error or note) matching PATTERN (grep -E) and no "ghfit: error:" line
-# besides it.
+# error, note or warning) matching PATTERN (grep -E) and no "ghfit: error:"
+# line besides it.
 outcome() {
   local name=$1 rc=$2 want=$3 out=$4 kind=$5 pat=${6:-.}
   local bad=0
@@ -22,8 +22,8 @@ outcome() {
     { die "$name: a process died on a signal"; bad=1; }
   local n; n=$(grep -c "^ghfit: $kind:" "$out")
   [ "$n" = 1 ] || { die "$name: $n 'ghfit: $kind:' lines, expected 1"; bad=1; }
-  if [ "$kind" = note ]; then
-    grep -q "^ghfit: error:" "$out" && { die "$name: an error line beside the note"; bad=1; }
+  if [ "$kind" != error ]; then
+    grep -q "^ghfit: error:" "$out" && { die "$name: an error line beside the $kind"; bad=1; }
   fi
   grep "^ghfit: $kind:" "$out" | grep -qE -- "$pat" || { die "$name: the $kind line does not match '$pat'"; bad=1; }
   [ $bad = 0 ] && ok "$name: exit $rc, $(grep -m1 "^ghfit: $kind:" "$out")"
