@@ -319,6 +319,7 @@ typedef struct collector {
     int *pending, n_pending;
     int n_written;         /* checkpoints written by this run */
     int warned;            /* a periodic write failed since the last good one */
+    int n_failed, first_failed; /* fits whose status is "failed: ..." (position of the first) */
 } collector;
 
 static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
@@ -406,6 +407,19 @@ static void coll_print_fit(collector *c, int pos)
     ghf_rec_free(&r);
 }
 
+/* count a finished fit whose status says it failed */
+static void coll_note_failed(collector *c, int pos)
+{
+    ghf_unpack u = {c->rec[pos], c->rec_len[pos], 0, 0};
+    ghf_rec r;
+    if (ghf_rec_unpack(&u, &r) != 0) return;
+    if (strncmp(r.r.status, "failed", 6) == 0) {
+        if (c->n_failed == 0 || pos < c->first_failed) c->first_failed = pos;
+        c->n_failed++;
+    }
+    ghf_rec_free(&r);
+}
+
 /* a finished fit arrived (bytes are taken over) */
 static void coll_add_record(collector *c, int group, unsigned char *bytes, size_t n)
 {
@@ -421,6 +435,7 @@ static void coll_add_record(collector *c, int group, unsigned char *bytes, size_
     c->rec[pos] = bytes;
     c->rec_len[pos] = n;
     c->n_rec++;
+    coll_note_failed(c, pos);
     if (c->pending) c->pending[c->n_pending++] = pos;
     if (group >= 0 && group < c->G && c->running[group].index == index) ghf_ckpt_run_clear(&c->running[group]);
     if (!c->job->quiet) coll_print_fit(c, pos);
@@ -501,6 +516,7 @@ static void coll_poll(collector *c)
 typedef struct group_ctx {
     MPI_Comm gcomm, pcomm; /* the group; the world duplicate for messages */
     int wrank, grank, gsize, group;
+    int d;                 /* columns of the data */
     const ghf_job *job;
     collector *coll;       /* world rank 0 only */
     /* the fit being run (for the on_state hook) */
@@ -575,6 +591,47 @@ static void deliver_record(group_ctx *g, int64_t index, const ghf_fit_record *re
     ghf_pack_free(&b);
 }
 
+/* A fit that failed on its data (a window with a constant column, too few
+ * rows, non-finite values; a warm start the window cannot use): recorded
+ * with status "failed: <why>" and NaN parameters and log-likelihood, so that
+ * the other fits go on.  Group leader only. */
+static void deliver_failed(group_ctx *g, const ghf_fit_spec *s, const char *why, double seconds)
+{
+    const int d = g->d;
+    const size_t nv = (size_t)d * (size_t)(d + 2), np = (size_t)g->gsize * GHF_NPHASES;
+    double *nan = malloc(nv * sizeof(double)), *ph = calloc(np, sizeof(double));
+    char status[1200];
+    snprintf(status, sizeof status, "failed: %s", why);
+    if (!nan || !ph) { /* the collector then reports the fit as missing */
+        free(nan);
+        free(ph);
+        return;
+    }
+    for (size_t i = 0; i < nv; i++) nan[i] = NAN;
+    for (int k = 0; k < g->gsize; k++) ph[(size_t)k * GHF_NPHASES + GHF_PH_TOTAL] = seconds; /* leader's time */
+    ghf_fit_record r;
+    memset(&r, 0, sizeof r);
+    r.name = s->name;
+    r.family = ghf_family_name(s->family);
+    r.n_obs = s->row_len;
+    r.d = d;
+    r.status = status;
+    r.loglik = r.aic = r.bic = NAN;
+    r.elapsed_s = seconds;
+    r.mu = nan;
+    r.gamma = nan + d;
+    r.sigma = nan + 2 * d;
+    r.p = r.a = r.b = NAN;
+    r.n_phases = GHF_NPHASES;
+    r.phase_names = ghf_phase_names;
+    r.n_ranks = g->gsize;
+    r.phase_s = ph;
+    r.backend = g->job->backend;
+    deliver_record(g, s->index, &r);
+    free(nan);
+    free(ph);
+}
+
 static void deliver_done(group_ctx *g, int status, const char *msg)
 {
     if (g->wrank == 0) {
@@ -624,8 +681,10 @@ static void cache_free(data_cache *dc)
 }
 
 /* Load rows [start, start+len) on the group.  Collective over gcomm.
- * Returns 0 or a status with a message. */
-static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const char *what, char *err, size_t errlen)
+ * Returns 0 or a status with a message; *data_bad = 1 when the rows
+ * themselves are the cause (reading or preparing them gave status 2). */
+static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const char *what, int *data_bad, char *err,
+                      size_t errlen)
 {
     const ghf_job *j = g->job;
     const int64_t len = s->row_len;
@@ -655,10 +714,18 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
     } else {
         ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite};
         st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
+        *data_bad = st == GHF_EXIT_USAGE;
+        if (st && *data_bad) { /* name the window the rows belong to */
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "rows %lld..%lld: %s", (long long)s->row_start, (long long)(s->row_start + len - 1),
+                     err);
+            snprintf(err, errlen, "%s", tmp);
+        }
         if (st) return st;
     }
     st = ghf_data_prepare(g->gcomm, &dc->shard, what, &dc->data, err, errlen);
     if (st) {
+        *data_bad = st == GHF_EXIT_USAGE;
         ghf_shard_free(&dc->shard);
         return st;
     }
@@ -766,7 +833,15 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         char what[1024];
         snprintf(what, sizeof what, "%s:%s rows %lld..%lld (fit %s)", j->data_file, j->dataset,
                  (long long)s->row_start, (long long)(s->row_start + s->row_len - 1), s->name);
-        int st = cache_load(g, &dc, s, what, msg, msglen);
+        int data_bad = 0;
+        int st = cache_load(g, &dc, s, what, &data_bad, msg, msglen);
+        if (st && data_bad) { /* this window's data: the fit fails, the others go on */
+            if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
+            msg[0] = '\0';
+            w.valid = 0;
+            if (g->wrank == 0) coll_poll(g->coll);
+            continue;
+        }
         if (st) {
             status = GROUP_ERROR + st;
             break;
@@ -820,6 +895,14 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         st = ghf_em_fit(g->gcomm, dc.be, data->d, &eo, &out.em, msg, msglen);
         if (have_init) ghf_params_free(&init);
         if (have_rstate) ghf_em_state_free(&rstate);
+        if (st == GHF_EXIT_USAGE) { /* e.g. a warm start this window cannot use */
+            if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
+            msg[0] = '\0';
+            w.valid = 0;
+            ghf_fit_out_free(&out);
+            if (g->wrank == 0) coll_poll(g->coll);
+            continue;
+        }
         if (st) {
             char tmp[1024];
             snprintf(tmp, sizeof tmp, "fit %s: %s", s->name, msg);
@@ -916,6 +999,7 @@ static void print_table(collector *c)
         s->n_iter = r.r.n_iter;
         s->converged = r.r.converged;
         s->seconds = r.r.elapsed_s;
+        snprintf(s->status, sizeof s->status, "%s", r.r.status);
         ghf_rec_free(&r);
     }
     ghf_summary_print(stdout, rows, n, GHF_SORT_NONE);
@@ -954,6 +1038,7 @@ static void coll_init(collector *c, MPI_Comm comm, const ghf_job *j, const ghf_f
         memcpy(c->rec[pos], resume->done_blob + resume->done_off[k], nb);
         c->rec_len[pos] = nb;
         c->n_rec++;
+        coll_note_failed(c, pos);
         /* already in the log being continued; else they go into a new one */
         if (!resume->log_name && c->pending) c->pending[c->n_pending++] = pos;
     }
@@ -999,7 +1084,15 @@ static int coll_finish(collector *c, int size, double t0, char *err, size_t errl
             c->log = NULL;
             ghf_ckpt_remove(j->checkpoint);
         }
-        return 0;
+        if (c->n_failed == 0) return 0;
+        ghf_unpack u1 = {c->rec[c->first_failed], c->rec_len[c->first_failed], 0, 0};
+        ghf_rec r1;
+        const int have = ghf_rec_unpack(&u1, &r1) == 0;
+        snprintf(err, errlen, "%d of %d fits failed (their status in %s starts with 'failed:'); the first: %s: %.600s",
+                 c->n_failed, c->n_specs, j->out, c->specs[c->first_failed].name,
+                 !have ? "?" : strncmp(r1.r.status, "failed: ", 8) == 0 ? r1.r.status + 8 : r1.r.status);
+        if (have) ghf_rec_free(&r1);
+        return GHF_EXIT_SOME_FAILED;
     }
     if (!n_stop) {
         snprintf(err, errlen, "internal: %d of %d fits finished", c->n_rec, c->n_specs);
@@ -1107,6 +1200,7 @@ int ghf_cmd_run(int argc, char **argv)
     MPI_Comm_dup(world, &g.pcomm);
     g.wrank = rank;
     g.group = group;
+    g.d = d;
     g.job = &job;
     g.iter_sleep_ms = ghf_ckpt_test_iter_sleep_ms();
     MPI_Comm_rank(g.gcomm, &g.grank);

@@ -94,12 +94,19 @@ typedef struct ghf_fit_spec {
 
 /* Expand the axes (order: family, p, tol, seed, window: windows innermost)
  * for a data set of n_rows rows, keeping only this job's slice.  *specs is
- * malloc'd.  Returns 0 or 2 with a message (window outside the data, no fit). */
+ * malloc'd.  Returns 0 or 2 with a message (window outside the data, no fit,
+ * fit names that collide or are too long). */
 int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *n_specs,
                    int *n_total, char *err, size_t errlen);
 
-/* The stable name of a fit, e.g. gh_pfree_tol1e-08_s1_w000012. */
-void ghf_fit_spec_name(const ghf_fit_spec *s, char *buf, size_t len);
+/* The labels of an axis's values in fit names (fit names look like
+ * gh_pfree_tol1e-08_s1_w000012): "%g", except for values that print alike
+ * with %g, which get the fewest more significant digits (up to 17) that tell
+ * them apart (tol 1e-08 and 1.0000001e-08: "1e-08" and "1.0000001e-08").
+ * ghf_job_expand refuses a job whose names would still collide or be longer
+ * than 63 characters (exit 2). */
+#define GHF_JOB_LABEL_LEN 32
+void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN]);
 
 /* Parse "K/N" (0 <= K < N). 0 on success. */
 int ghf_parse_slice(const char *s, int *k, int *n);

@@ -11,6 +11,7 @@
 #define GHF_EXIT_OK 0
 #define GHF_EXIT_RUNTIME 1     /* a failure at run time (I/O error, numerical failure) */
 #define GHF_EXIT_USAGE 2       /* bad input or usage: options, files, datasets, values */
+#define GHF_EXIT_SOME_FAILED 3 /* `ghfit run` finished and wrote its result, but some fits failed */
 #define GHF_EXIT_CHECKPOINT 75 /* stopped on SIGUSR1/SIGTERM after writing a checkpoint: resubmit */
 
 /* Strict parsers: the whole string must be a finite number.  0 on success. */
