@@ -34,10 +34,11 @@
 #include "ghf_version.h"
 #include "h5io.h"
 #include "job.h"
+#include "liveness.h"
 #include "sweep.h"
 #include "util.h"
 
-enum { TAG_REC = 101, TAG_STATE = 102, TAG_DONE = 103 };
+enum { TAG_REC = 101, TAG_STATE = 102, TAG_DONE = 103, TAG_FINAL = 104 }; /* heartbeats: GHF_LIVE_TAG */
 /* a group's outcome; errors carry the exit status: GROUP_ERROR + status */
 enum { GROUP_OK = 0, GROUP_STOPPED = 1, GROUP_ERROR = 10 };
 #define CKPT_MIN_INTERVAL 1.0 /* seconds between periodic checkpoint writes of a sweep */
@@ -299,6 +300,8 @@ static void assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of)
 
 typedef struct collector {
     MPI_Comm comm;         /* world duplicate for the point-to-point messages */
+    ghf_live *live;        /* the watch on the other ranks (liveness.h) */
+    int world_size;
     const ghf_job *job;
     const ghf_fit_spec *specs;
     int n_specs;
@@ -458,7 +461,12 @@ static void coll_handle(collector *c, MPI_Status *ms)
     int n = 0;
     MPI_Get_count(ms, MPI_BYTE, &n);
     unsigned char *b = malloc((size_t)(n > 0 ? n : 1));
-    MPI_Recv(b, n, MPI_BYTE, ms->MPI_SOURCE, ms->MPI_TAG, c->comm, MPI_STATUS_IGNORE);
+    if (!b) {
+        fprintf(stderr, "ghfit: error: out of memory (a message of %d bytes)\n", n);
+        MPI_Abort(MPI_COMM_WORLD, GHF_EXIT_RUNTIME);
+    }
+    ghf_live_mpi(c->live, MPI_Recv(b, n, MPI_BYTE, ms->MPI_SOURCE, ms->MPI_TAG, c->comm, MPI_STATUS_IGNORE),
+                 "receiving a message");
     ghf_unpack u = {b, (size_t)n, 0, 0};
     const int group = (int)ghf_unpack_i64(&u);
     if (ms->MPI_TAG == TAG_REC) {
@@ -492,21 +500,21 @@ static void coll_handle(collector *c, MPI_Status *ms)
             c->group_msg[group] = msg;
             c->n_groups_done++;
             msg = NULL;
+            ghf_live_expect(c->live, ms->MPI_SOURCE, 0); /* its last message */
         }
         free(msg);
     }
     free(b);
 }
 
+/* Between rank 0's own iterations: take what arrived, send the heartbeats,
+ * check the other ranks. */
 static void coll_poll(collector *c)
 {
-    for (;;) {
-        int flag = 0;
-        MPI_Status ms;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, &ms);
-        if (!flag) return;
-        coll_handle(c, &ms);
-    }
+    MPI_Status ms;
+    while (ghf_live_poll(c->live, MPI_ANY_SOURCE, &ms)) coll_handle(c, &ms);
+    ghf_live_beat_all(c->live);
+    ghf_live_check(c->live);
 }
 
 /* ---------------------------------------------------------------------------
@@ -517,6 +525,7 @@ typedef struct group_ctx {
     MPI_Comm gcomm, pcomm; /* the group; the world duplicate for messages */
     int wrank, grank, gsize, group;
     int d;                 /* columns of the data */
+    ghf_live *live;
     const ghf_job *job;
     collector *coll;       /* world rank 0 only */
     /* the fit being run (for the on_state hook) */
@@ -529,7 +538,23 @@ typedef struct group_ctx {
 /* Deliver bytes [group | payload] to the collector (rank 0 keeps them). */
 static void send_to_rank0(group_ctx *g, int tag, ghf_pack *b)
 {
-    MPI_Send(b->p, (int)b->n, MPI_BYTE, 0, tag, g->pcomm);
+    MPI_Request req;
+    ghf_live_mpi(g->live, MPI_Isend(b->p, (int)b->n, MPI_BYTE, 0, tag, g->pcomm, &req), "a message to rank 0");
+    ghf_live_expect(g->live, 0, 1);
+    ghf_live_wait(g->live, &req, 0);
+    ghf_live_expect(g->live, 0, 0);
+}
+
+/* A group's ranks between two steps: rank 0 collects; the others take rank
+ * 0's heartbeats, and the leaders send theirs. */
+static void group_tick(group_ctx *g)
+{
+    if (g->wrank == 0) {
+        coll_poll(g->coll);
+        return;
+    }
+    ghf_live_drain(g->live, 0);
+    if (g->grank == 0) ghf_live_beat(g->live, 0);
 }
 
 static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
@@ -565,7 +590,7 @@ static int group_on_state(void *ctx, const ghf_em_state *st, int stopping)
     group_ctx *g = ctx;
     g->last_iter = st->iter;
     if (!stopping && g->iter_sleep_ms > 0) ghf_sleep_ms(g->iter_sleep_ms);
-    if (g->wrank == 0) coll_poll(g->coll);
+    group_tick(g);
     if (g->grank != 0 || !g->job->checkpoint) return 0;
     if (g->base_iter < 0) g->base_iter = st->iter;
     if (!stopping && st->iter - g->base_iter < g->job->checkpoint_every) return 0;
@@ -839,7 +864,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
             if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
             msg[0] = '\0';
             w.valid = 0;
-            if (g->wrank == 0) coll_poll(g->coll);
+            group_tick(g);
             continue;
         }
         if (st) {
@@ -900,7 +925,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
             msg[0] = '\0';
             w.valid = 0;
             ghf_fit_out_free(&out);
-            if (g->wrank == 0) coll_poll(g->coll);
+            group_tick(g);
             continue;
         }
         if (st) {
@@ -937,7 +962,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
             deliver_record(g, s->index, &rec);
         }
         ghf_fit_out_free(&out);
-        if (g->wrank == 0) coll_poll(g->coll);
+        group_tick(g);
     }
     ghf_params_free(&w.t);
     cache_free(&dc);
@@ -970,6 +995,7 @@ static void write_result(collector *c, const char *backend, int world_size, int 
         }
         const int rc = ghf_h5_out_add_fit(w, &r.r, err, errlen);
         ghf_rec_free(&r);
+        ghf_live_beat_all(c->live); /* the others wait for the end: rank 0 is alive */
         if (rc) {
             ghf_h5_out_abort(w);
             *st = GHF_EXIT_RUNTIME;
@@ -1139,6 +1165,31 @@ static void coll_free(collector *c)
     ghf_ckpt_free(&c->file);
 }
 
+/* The end of the point-to-point traffic: every rank waits (watching the
+ * others, liveness.h) for rank 0's "final" message, after which rank 0
+ * sends nothing more; the heartbeats still in flight are completed.  Then
+ * the status can be broadcast: every rank is there. */
+static void final_handshake(group_ctx *g, int size)
+{
+    static const char byte = 0;
+    if (g->wrank == 0) {
+        MPI_Request *req = malloc((size_t)size * sizeof *req);
+        if (!req) ghf_live_mpi(g->live, MPI_ERR_NO_MEM, "the final message");
+        for (int r = 1; r < size; r++)
+            ghf_live_mpi(g->live, MPI_Isend(&byte, 1, MPI_BYTE, r, TAG_FINAL, g->pcomm, &req[r]), "the final message");
+        for (int r = 1; r < size; r++) ghf_live_wait(g->live, &req[r], -1);
+        free(req);
+    } else {
+        MPI_Status ms;
+        ghf_live_expect(g->live, 0, 1);
+        ghf_live_probe(g->live, 0, &ms);
+        char b;
+        ghf_live_mpi(g->live, MPI_Recv(&b, 1, MPI_BYTE, 0, TAG_FINAL, g->pcomm, MPI_STATUS_IGNORE), "the final message");
+        ghf_live_expect(g->live, 0, 0);
+    }
+    ghf_live_flush(g->live);
+}
+
 int ghf_cmd_run(int argc, char **argv)
 {
     MPI_Comm world = MPI_COMM_WORLD;
@@ -1198,6 +1249,7 @@ int ghf_cmd_run(int argc, char **argv)
     memset(&g, 0, sizeof g);
     MPI_Comm_split(world, group, rank, &g.gcomm);
     MPI_Comm_dup(world, &g.pcomm);
+    g.live = ghf_live_create(world, g.pcomm);
     g.wrank = rank;
     g.group = group;
     g.d = d;
@@ -1237,6 +1289,9 @@ int ghf_cmd_run(int argc, char **argv)
     memset(&coll, 0, sizeof coll);
     if (rank == 0) {
         coll_init(&coll, g.pcomm, &job, specs, n_specs, G, have_resume ? &resume : NULL, &cid);
+        coll.live = g.live;
+        coll.world_size = size;
+        for (int k = 1; k < G; k++) ghf_live_expect(g.live, (int)(((int64_t)k * size + G - 1) / G), 1); /* leaders */
         g.coll = &coll;
         if (!job.quiet)
             printf("ghfit %s: run %s: %d fit%s (of %d) of %s:%s (%lld x %d) on %d rank%s: %d group%s of %d%s rank%s\n",
@@ -1256,14 +1311,14 @@ int ghf_cmd_run(int argc, char **argv)
     /* rank 0: wait for every group, then write the result or the checkpoint */
     st = 0;
     if (rank == 0) {
-        while (coll.n_groups_done < G) {
-            MPI_Status ms;
-            MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, coll.comm, &ms);
-            coll_handle(&coll, &ms);
+        for (int k = 0; coll.n_groups_done < G; k++) {
+            coll_poll(&coll);
+            if (coll.n_groups_done < G) ghf_sleep_ms(k < 50 ? 1 : 10);
         }
         st = coll_finish(&coll, size, t0, err, sizeof err);
         fflush(stdout);
     }
+    final_handshake(&g, size);
     ghf_bcast_status(world, &st, err, sizeof err);
     if (st == GHF_EXIT_CHECKPOINT) ghf_note0("%s", err); /* a planned stop */
     else if (st) ghf_error0("%s", err);
@@ -1275,6 +1330,7 @@ cleanup:
     free(group_of);
     free(mine);
     free(specs);
+    ghf_live_free(g.live);
     MPI_Comm_free(&g.gcomm);
     MPI_Comm_free(&g.pcomm);
     ghf_job_free(&job);

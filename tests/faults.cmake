@@ -1,7 +1,7 @@
 # Fault tests (issue 16): each class asserts the exact outcome - exit status,
 # one "ghfit: error:" (or "ghfit: note:") line, inputs unchanged, nothing left
 # behind, no hang (time limits inside the scripts), no death on a signal.
-foreach(t signals jobfile ckpt sweep)
+foreach(t signals jobfile ckpt sweep deadrank)
   add_test(NAME faults_${t} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_${t}.sh $<TARGET_FILE:ghfit>
            $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_${t})
   set_tests_properties(faults_${t} PROPERTIES LABELS "mpi;faults" TIMEOUT 600 PROCESSORS 2
