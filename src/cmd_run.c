@@ -60,6 +60,7 @@ static void run_usage(FILE *f)
             "  --checkpoint FILE  --checkpoint-every K  --resume\n"
             "  --slice K/N          fit only the fits i with i %% N == K (job arrays: one result file per slice)\n"
             "exit status: 0 done, 1 run-time failure, 2 bad job file or usage,\n"
+            "3 finished and wrote the result, but some fits failed (their status starts with 'failed:'),\n"
             "75 stopped on SIGUSR1/SIGTERM (checkpoint written when requested: rerun with --resume)\n");
 }
 

@@ -29,7 +29,8 @@ static void usage(FILE *f)
             "relative on ordinary data.  'ghfit CMD --help' lists every option of CMD.\n"
             "\n"
             "exit status: 0 done (the fit's status is in the result file), 1 run-time failure,\n"
-            "2 bad input or usage, 75 stopped on SIGUSR1/SIGTERM after writing a checkpoint (resubmit).\n"
+            "2 bad input or usage, 3 (run) finished but some fits failed (status 'failed: ...'),\n"
+            "75 stopped on SIGUSR1/SIGTERM after writing a checkpoint (resubmit).\n"
             "backends compiled in: %s\n",
             GHFIT_VERSION, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER, ghf_backends_compiled());
 }
