@@ -510,12 +510,14 @@ static void coll_handle(collector *c, MPI_Status *ms)
 
 /* Between rank 0's own iterations: take what arrived, send the heartbeats,
  * check the other ranks. */
-static void coll_poll(collector *c)
+static int coll_poll(collector *c)
 {
     MPI_Status ms;
-    while (ghf_live_poll(c->live, MPI_ANY_SOURCE, &ms)) coll_handle(c, &ms);
+    int n = 0;
+    for (; ghf_live_poll(c->live, MPI_ANY_SOURCE, &ms); n++) coll_handle(c, &ms);
     ghf_live_beat_all(c->live);
     ghf_live_check(c->live);
+    return n;
 }
 
 /* ---------------------------------------------------------------------------
@@ -790,6 +792,90 @@ static void warm_set(warm *w, int chain, const double *mu_data, const ghf_params
     w->valid = ghf_params_finite(&w->t);
 }
 
+/* For each of the group's fits, where a resumed checkpoint has it: done_k[q]
+ * (its record) and run_k[q] (its state), -1 where it has not.  Sorting keeps
+ * this O(n log n): a resume of 100,000 finished fits is instant. */
+typedef struct idx_pos {
+    int64_t index;
+    int k;
+} idx_pos;
+
+static int cmp_idx(const void *a, const void *b)
+{
+    const int64_t x = ((const idx_pos *)a)->index, y = ((const idx_pos *)b)->index;
+    return (x > y) - (x < y);
+}
+
+static int find_idx(const idx_pos *v, int n, int64_t index)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (v[mid].index == index) return v[mid].k;
+        if (v[mid].index < index) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static int resume_lookup(const ghf_ckpt *resume, const ghf_fit_spec *specs, const int *mine, int n_mine, int *done_k,
+                         int *run_k)
+{
+    for (int q = 0; q < n_mine; q++) done_k[q] = run_k[q] = -1;
+    if (!resume) return 0;
+    idx_pos *v = malloc((size_t)(resume->n_done + 1) * sizeof *v);
+    if (!v) return -1;
+    for (int k = 0; k < resume->n_done; k++) v[k] = (idx_pos){resume->done_index[k], k};
+    qsort(v, (size_t)resume->n_done, sizeof *v, cmp_idx);
+    for (int q = 0; q < n_mine; q++) {
+        const int64_t index = specs[mine[q]].index;
+        done_k[q] = find_idx(v, resume->n_done, index);
+        for (int k = 0; k < resume->n_run && run_k[q] < 0; k++)
+            if (resume->run[k].index == index) run_k[q] = k;
+    }
+    free(v);
+    return 0;
+}
+
+/* One-rank groups read every row their unfinished fits need at once. */
+static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs, const int *mine, int n_mine,
+                         const int *done_k)
+{
+    const ghf_job *j = g->job;
+    if (g->gsize != 1 || j->drop_nonfinite || n_mine == 0) return;
+    int64_t lo = INT64_MAX, hi = 0;
+    int need = 0;
+    for (int q = 0; q < n_mine; q++) {
+        const ghf_fit_spec *s = &specs[mine[q]];
+        if (done_k[q] >= 0) continue;
+        need = 1;
+        if (s->row_start < lo) lo = s->row_start;
+        if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
+    }
+    int64_t n0;
+    int d0;
+    char e2[512];
+    if (!need || ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) != 0 ||
+        (double)(hi - lo) * d0 * 8.0 >= 2.0e9)
+        return;
+    ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0};
+    if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc->span, e2, sizeof e2) == 0) { /* else: window by window */
+        dc->have_span = 1;
+        dc->span_start = lo;
+        dc->span_len = hi - lo;
+    }
+}
+
+/* A fit that failed on its data: recorded (group leader), the next window
+ * starts cold. */
+static void fit_failed(group_ctx *g, const ghf_fit_spec *s, char *msg, double t0, warm *w)
+{
+    if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
+    msg[0] = '\0';
+    w->valid = 0;
+    group_tick(g);
+}
+
 /* Runs the group's fits.  Returns GROUP_OK / GROUP_STOPPED / GROUP_ERROR (msg). */
 static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, int n_mine, const ghf_ckpt *resume,
                      char *msg, size_t msglen)
@@ -800,47 +886,22 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
     warm w;
     memset(&w, 0, sizeof w);
     int status = GROUP_OK;
-    /* one-rank groups read every row they need once */
-    if (g->gsize == 1 && !j->drop_nonfinite && n_mine > 0) {
-        int64_t lo = INT64_MAX, hi = 0;
-        int need = 0;
-        for (int q = 0; q < n_mine; q++) {
-            const ghf_fit_spec *s = &specs[mine[q]];
-            int done = 0;
-            if (resume)
-                for (int k = 0; k < resume->n_done && !done; k++) done = resume->done_index[k] == s->index;
-            if (done) continue;
-            need = 1;
-            if (s->row_start < lo) lo = s->row_start;
-            if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
-        }
-        int64_t n0;
-        int d0;
-        char e2[512];
-        if (need && ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) == 0 &&
-            (double)(hi - lo) * d0 * 8.0 < 2.0e9) {
-            ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0};
-            if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc.span, msg, msglen) == 0) {
-                dc.have_span = 1;
-                dc.span_start = lo;
-                dc.span_len = hi - lo;
-            }
-        }
+    int *done_k = malloc((size_t)(n_mine + 1) * sizeof(int)), *run_k = malloc((size_t)(n_mine + 1) * sizeof(int));
+    const int oom = !done_k || !run_k || resume_lookup(resume, specs, mine, n_mine, done_k, run_k) != 0;
+    if (ghf_any(g->gcomm, oom)) { /* the group's ranks agree */
+        snprintf(msg, msglen, "out of memory");
+        status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        n_mine = 0;
     }
+    preload_span(g, &dc, specs, mine, n_mine, done_k);
     for (int q = 0; q < n_mine; q++) {
         const ghf_fit_spec *s = &specs[mine[q]];
         /* finished before a restart: skip, but keep its parameters for a warm start */
-        const ghf_ckpt_run *rs = NULL;
-        int done_k = -1;
-        if (resume) {
-            for (int k = 0; k < resume->n_done && done_k < 0; k++)
-                if (resume->done_index[k] == s->index) done_k = k;
-            for (int k = 0; k < resume->n_run && !rs; k++)
-                if (resume->run[k].index == s->index) rs = &resume->run[k];
-        }
-        if (done_k >= 0) {
-            ghf_unpack u = {resume->done_blob + resume->done_off[done_k],
-                            (size_t)(resume->done_off[done_k + 1] - resume->done_off[done_k]), 0, 0};
+        const ghf_ckpt_run *rs = run_k[q] >= 0 ? &resume->run[run_k[q]] : NULL;
+        const int dk = done_k[q];
+        if (dk >= 0) {
+            ghf_unpack u = {resume->done_blob + resume->done_off[dk],
+                            (size_t)(resume->done_off[dk + 1] - resume->done_off[dk]), 0, 0};
             ghf_rec r;
             if (ghf_rec_unpack(&u, &r) == 0) {
                 ghf_params t = {r.r.d, (double *)r.r.mu, (double *)r.r.gamma, (double *)r.r.sigma, r.r.p, r.r.a, r.r.b};
@@ -862,10 +923,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         int data_bad = 0;
         int st = cache_load(g, &dc, s, what, &data_bad, msg, msglen);
         if (st && data_bad) { /* this window's data: the fit fails, the others go on */
-            if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
-            msg[0] = '\0';
-            w.valid = 0;
-            group_tick(g);
+            fit_failed(g, s, msg, t0, &w);
             continue;
         }
         if (st) {
@@ -922,11 +980,8 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         if (have_init) ghf_params_free(&init);
         if (have_rstate) ghf_em_state_free(&rstate);
         if (st == GHF_EXIT_USAGE) { /* e.g. a warm start this window cannot use */
-            if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
-            msg[0] = '\0';
-            w.valid = 0;
             ghf_fit_out_free(&out);
-            group_tick(g);
+            fit_failed(g, s, msg, t0, &w);
             continue;
         }
         if (st) {
@@ -967,6 +1022,8 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
     }
     ghf_params_free(&w.t);
     cache_free(&dc);
+    free(done_k);
+    free(run_k);
     return status;
 }
 
@@ -1038,8 +1095,26 @@ static void print_table(collector *c)
  * checkpoint), the end of the run, and cleaning up.
  * ------------------------------------------------------------------------- */
 
+/* a deep copy of a running fit's state (0, or -1 when out of memory) */
+static int run_copy(ghf_ckpt_run *dst, const ghf_ckpt_run *src)
+{
+    const size_t np = (size_t)ghf_ckpt_param_len(src->d);
+    *dst = *src;
+    dst->cur = malloc(np * sizeof(double));
+    dst->prev = malloc(np * sizeof(double));
+    dst->trace = malloc((size_t)(src->iter > 0 ? src->iter : 1) * sizeof(double));
+    if (!dst->cur || !dst->prev || !dst->trace) {
+        ghf_ckpt_run_clear(dst);
+        return -1;
+    }
+    memcpy(dst->cur, src->cur, np * sizeof(double));
+    memcpy(dst->prev, src->prev, np * sizeof(double));
+    if (src->iter > 0) memcpy(dst->trace, src->trace, (size_t)src->iter * sizeof(double));
+    return 0;
+}
+
 static void coll_init(collector *c, MPI_Comm comm, const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int G,
-                      const ghf_ckpt *resume, const ghf_ckpt_id *cid)
+                      const int *group_of, const ghf_ckpt *resume, const ghf_ckpt_id *cid)
 {
     c->comm = comm;
     c->job = j;
@@ -1068,6 +1143,13 @@ static void coll_init(collector *c, MPI_Comm comm, const ghf_job *j, const ghf_f
         coll_note_failed(c, pos);
         /* already in the log being continued; else they go into a new one */
         if (!resume->log_name && c->pending) c->pending[c->n_pending++] = pos;
+    }
+    /* the unfinished fits, until their groups report newer states: a stop
+     * before that keeps them in the next checkpoint */
+    for (int k = 0; k < resume->n_run; k++) {
+        const int pos = spec_pos(specs, n_specs, resume->run[k].index);
+        if (pos < 0 || c->rec[pos] || c->running[group_of[pos]].d > 0) continue;
+        run_copy(&c->running[group_of[pos]], &resume->run[k]);
     }
 }
 
@@ -1289,7 +1371,7 @@ int ghf_cmd_run(int argc, char **argv)
     collector coll;
     memset(&coll, 0, sizeof coll);
     if (rank == 0) {
-        coll_init(&coll, g.pcomm, &job, specs, n_specs, G, have_resume ? &resume : NULL, &cid);
+        coll_init(&coll, g.pcomm, &job, specs, n_specs, G, group_of, have_resume ? &resume : NULL, &cid);
         coll.live = g.live;
         coll.world_size = size;
         for (int k = 1; k < G; k++) ghf_live_expect(g.live, (int)(((int64_t)k * size + G - 1) / G), 1); /* leaders */
@@ -1312,9 +1394,9 @@ int ghf_cmd_run(int argc, char **argv)
     /* rank 0: wait for every group, then write the result or the checkpoint */
     st = 0;
     if (rank == 0) {
-        for (int k = 0; coll.n_groups_done < G; k++) {
-            coll_poll(&coll);
-            if (coll.n_groups_done < G) ghf_sleep_ms(k < 50 ? 1 : 10);
+        for (int k = 0; coll.n_groups_done < G;) {
+            if (coll_poll(&coll) > 0) k = 0;
+            else ghf_live_nap(&k);
         }
         st = coll_finish(&coll, size, t0, err, sizeof err);
         fflush(stdout);

@@ -235,18 +235,17 @@ int ghf_live_poll(ghf_live *l, int src, MPI_Status *st)
     }
 }
 
-/* a short sleep that grows while nothing happens (1 ms .. 20 ms) */
-static void nap(int *k)
+void ghf_live_nap(int *k)
 {
-    const long ms = *k < 20 ? 1 : 20;
-    struct timespec ts = {0, ms * 1000000L};
+    const long us = *k < 100 ? 50 : *k < 1100 ? 1000 : 10000;
+    struct timespec ts = {0, us * 1000L};
     nanosleep(&ts, NULL);
     (*k)++;
 }
 
 void ghf_live_wait(ghf_live *l, MPI_Request *req, int from)
 {
-    for (int k = 0;; nap(&k)) {
+    for (int k = 0;; ghf_live_nap(&k)) {
         int done = 0;
         ghf_live_mpi(l, MPI_Test(req, &done, MPI_STATUS_IGNORE), "a message");
         if (done) return;
@@ -257,7 +256,7 @@ void ghf_live_wait(ghf_live *l, MPI_Request *req, int from)
 
 void ghf_live_probe(ghf_live *l, int src, MPI_Status *st)
 {
-    for (int k = 0;; nap(&k)) {
+    for (int k = 0;; ghf_live_nap(&k)) {
         if (ghf_live_poll(l, src, st)) return;
         ghf_live_check(l);
     }

@@ -55,6 +55,11 @@ int  ghf_live_poll(ghf_live *l, int src, MPI_Status *st);
 void ghf_live_wait(ghf_live *l, MPI_Request *req, int from);
 /* Wait (with the checks) for a message other than a heartbeat from src. */
 void ghf_live_probe(ghf_live *l, int src, MPI_Status *st);
+/* A pause between two polls that grows while nothing happens (k counts the
+ * polls without news; set it to 0 when something happened): 50 us for the
+ * first 100, 1 ms for the next 1000, then 10 ms.  A spinning rank would take
+ * the core from a working one where ranks share cores. */
+void ghf_live_nap(int *k);
 /* Complete the heartbeats still in flight (before the communicator is freed). */
 void ghf_live_flush(ghf_live *l);
 

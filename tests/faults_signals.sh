@@ -66,6 +66,22 @@ sleep 1; kill -USR1 $bgpid
 wait_bg 120; rc=$?
 outcome "sweep signalled at start-up" $rc 75 s4.txt note "stopped on a signal with 0 of 6 fits finished; checkpoint written"
 [ -e sw.h5 ] && die "a stopped sweep wrote its result"
+# resumed, stopped mid-run (a fit in progress), resumed and stopped again during start-up:
+# the fit in progress stays in the checkpoint
+GHFIT_TEST_ITER_SLEEP=100 start_bg s5.txt mpirun -np 2 "$G" run sw.yaml --checkpoint swck.h5 --resume --checkpoint-every 2
+wait_until "grep -q '^\[' s5.txt || [ \$(\"$H\" swck.h5 / done_count 2>/dev/null || echo 0) -ge 1 ]" 60
+sleep 0.5; kill -USR1 $bgpid
+wait_bg 120; rc=$?
+outcome "resumed sweep stopped mid-run" $rc 75 s5.txt note "checkpoint written to swck.h5"
+nrun=$(h5ls swck.h5/running 2>/dev/null | grep -c Group)
+[ "$nrun" -ge 1 ] || die "no fit in progress in the checkpoint of the stopped sweep"
+GHFIT_TEST_STARTUP_SLEEP=2500 start_bg s6.txt mpirun -np 2 "$G" run sw.yaml --checkpoint swck.h5 --resume
+sleep 1; kill -USR1 $bgpid
+wait_bg 120; rc=$?
+outcome "resumed sweep signalled at start-up" $rc 75 s6.txt note "checkpoint written to swck.h5"
+nrun2=$(h5ls swck.h5/running 2>/dev/null | grep -c Group)
+[ "$nrun2" = "$nrun" ] && ok "the $nrun fit(s) in progress are still in the checkpoint" \
+  || die "fits in progress: $nrun before the start-up stop, $nrun2 after"
 run_t 120 s4r.txt mpirun -np 2 "$G" run sw.yaml --checkpoint swck.h5 --resume || { cat s4r.txt; die "sweep resume"; }
 for n in $(h5ls swref.h5/fits | awk '{print $1}'); do same_fit swref.h5 sw.h5 "$n" || die "sweep fit $n differs"; done
 [ "$(h5ls sw.h5/fits | grep -c Group)" = 6 ] && ok "resumed sweep == uninterrupted sweep (6 fits, bitwise)" \
