@@ -1,5 +1,5 @@
 /* checkpoint.c - see checkpoint.h: write and read ghfit checkpoint files
- * (serial HDF5, rank 0). */
+ * (serial HDF5 on a memory image, rank 0), and the data fingerprint. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* strdup, fsync, link, nanosleep */
 #endif
@@ -7,14 +7,24 @@
 #include "checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "h5internal.h"
+
+#define UB_SIZE 512             /* the user block: signature and checksum */
+#define UB_MAGIC "GHFITCKP"
+#define HDF5_MAGIC "\211HDF\r\n\032\n"
+/* the name of the in-memory files: one that cannot exist on disk (HDF5's
+ * core driver refuses to open an image under the name of an existing file) */
+#define IMAGE_NAME "/proc/self/ghfit-checkpoint-image"
 
 void ghf_ckpt_prev_path(const char *path, char *buf, size_t len)
 {
@@ -41,8 +51,45 @@ void ghf_ckpt_free(ghf_ckpt *c)
     free(c->done_index);
     free(c->done_off);
     free(c->done_blob);
+    free(c->log_name);
     memset(c, 0, sizeof *c);
 }
+
+/* little-endian fields of the user block */
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static int starts_with(const char *path, const char *magic, size_t n)
+{
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat sb;
+    char buf[16];
+    const int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, buf, n) == (ssize_t)n &&
+                   memcmp(buf, magic, n) == 0;
+    close(fd);
+    return ok;
+}
+
+int ghf_ckpt_is_ours(const char *path) { return starts_with(path, UB_MAGIC, 8); }
 
 /* ---------------------------------------------------------------------------
  * Writing
@@ -95,6 +142,14 @@ static int write_contents(hid_t f, const ghf_ckpt *c)
         ghf__attr_int(f, "dim", c->d) < 0 || ghf__attr_str(f, "options_hash", hash) < 0 ||
         ghf__attr_i64(f, "n_fits", c->n_fits) < 0 || ghf__attr_str(f, "created", now) < 0)
         return -1;
+    char fp[32];
+    snprintf(fp, sizeof fp, "%016" PRIx64, c->data_fp);
+    if (ghf__attr_str(f, "data_fingerprint", fp) < 0 || ghf__attr_i64(f, "data_fingerprint_rows", c->data_fp_rows) < 0)
+        return -1;
+    if (c->log_name && (ghf__attr_str(f, "done_log", c->log_name) < 0 || ghf__attr_i64(f, "done_bytes", c->log_bytes) < 0 ||
+                        ghf__attr_i64(f, "done_crc", (int64_t)c->log_crc) < 0 ||
+                        ghf__attr_i64(f, "done_count", c->log_count) < 0))
+        return -1;
     if (c->config_text && write_text(f, "config", c->config_text) < 0) return -1;
     hid_t g = H5Gcreate2(f, "running", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0) return -1;
@@ -118,7 +173,7 @@ static int write_contents(hid_t f, const ghf_ckpt *c)
         if (H5Gclose(rg) < 0) rc = -1;
     }
     if (H5Gclose(g) < 0) rc = -1;
-    if (rc) return rc;
+    if (rc || c->log_name) return rc; /* with a log, the finished fits are there */
     g = H5Gcreate2(f, "done", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0) return -1;
     const int64_t zero = 0;
@@ -149,27 +204,87 @@ static void test_sleep(void)
     }
 }
 
+/* The checkpoint as bytes: user block (signature, crc32 of the rest, size)
+ * and the HDF5 image built in memory (core driver, no backing store). */
+static unsigned char *build_image(const ghf_ckpt *c, size_t *len)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    unsigned char *buf = NULL;
+    if (fapl < 0 || fcpl < 0 || H5Pset_fapl_core(fapl, 1 << 16, 0) < 0 || H5Pset_userblock(fcpl, UB_SIZE) < 0 ||
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST) < 0)
+        goto out;
+    hid_t f = H5Fcreate(IMAGE_NAME, H5F_ACC_TRUNC, fcpl, fapl);
+    if (f < 0) goto out;
+    ssize_t n = -1;
+    if (write_contents(f, c) == 0 && H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0) n = H5Fget_file_image(f, NULL, 0);
+    if (n > 0) buf = calloc((size_t)n + UB_SIZE, 1);
+    if (buf && H5Fget_file_image(f, buf + UB_SIZE, (size_t)n) != n) {
+        free(buf);
+        buf = NULL;
+    }
+    H5Fclose(f); /* in memory: nothing on disk to fail */
+    if (buf) {
+        *len = (size_t)n + UB_SIZE;
+        memcpy(buf, UB_MAGIC, 8);
+        put_u32(buf + 8, 1);
+        put_u32(buf + 12, (uint32_t)crc32_z(0L, buf + UB_SIZE, (z_size_t)n));
+        put_u64(buf + 16, (uint64_t)*len);
+    }
+out:
+    if (fapl >= 0) H5Pclose(fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
+    return buf;
+}
+
+/* Write bytes to a new file and fsync it; on failure the file is removed
+ * and errno tells why (ENOSPC: the disk is full). */
+static int write_new_file(const char *path, const unsigned char *b, size_t n)
+{
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    size_t off = 0;
+    int e = 0;
+    while (off < n && !e) {
+        const ssize_t k = write(fd, b + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) e = errno;
+        else if (k == 0) e = ENOSPC;
+        else off += (size_t)k;
+    }
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (e) {
+        unlink(path);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 int ghf_ckpt_write(const char *path, const ghf_ckpt *c, char *err, size_t errlen)
 {
     ghf__h5_quiet();
     g_n_writes++;
     char tmp[4200], prev[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()); /* created exclusively: replaces nothing */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path); /* created exclusively (write_new_file) */
     ghf_ckpt_prev_path(path, prev, sizeof prev);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);
-    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
-    if (f < 0) {
-        ghf__seterr(err, errlen, "%s: cannot create the checkpoint file %s", path, tmp);
+    size_t n = 0;
+    unsigned char *img = build_image(c, &n);
+    if (!img) {
+        ghf__seterr(err, errlen, "%s: cannot build the checkpoint (out of memory?)", path);
         return 1;
     }
-    int bad = write_contents(f, c) != 0;
-    if (H5Fclose(f) < 0) bad = 1;
-    if (!bad && ghf__fsync_path(tmp) != 0) bad = 1;
-    if (bad) {
-        unlink(tmp);
-        ghf__seterr(err, errlen, "%s: writing the checkpoint failed (disk full?)", path);
+    /* a stale temporary file of a writer killed mid-write: replaced only if ours */
+    if (access(tmp, F_OK) == 0 && ghf_ckpt_is_ours(tmp)) unlink(tmp);
+    const int wrc = write_new_file(tmp, img, n);
+    free(img);
+    if (wrc && errno == EEXIST) {
+        ghf__seterr(err, errlen, "%s: %s exists and is not a ghfit checkpoint: not replaced", path, tmp);
+        return 1;
+    }
+    if (wrc) {
+        ghf__seterr(err, errlen, "%s: writing the checkpoint failed: %s", path, strerror(errno));
         return 1;
     }
     test_sleep();
@@ -281,7 +396,7 @@ static int read_text(hid_t loc, const char *name, char **out)
 
 static int read_contents(hid_t f, ghf_ckpt *c)
 {
-    char *fmt = NULL, *kind = NULL, *hash = NULL;
+    char *fmt = NULL, *kind = NULL, *hash = NULL, *fp = NULL;
     int64_t ver = 0, v = 0;
     int rc = -1;
     if (read_attr_str(f, "format", &fmt) || strcmp(fmt, "ghfit-checkpoint") != 0) goto out;
@@ -294,6 +409,17 @@ static int read_contents(hid_t f, ghf_ckpt *c)
     snprintf(c->kind, sizeof c->kind, "%s", kind);
     c->d = (int)v;
     c->hash = strtoull(hash, NULL, 16);
+    if (read_attr_str(f, "data_fingerprint", &fp) || read_attr_i64(f, "data_fingerprint_rows", &c->data_fp_rows))
+        goto out;
+    c->data_fp = strtoull(fp, NULL, 16);
+    if (H5Aexists(f, "done_log") > 0) {
+        int64_t crc = 0;
+        if (read_attr_str(f, "done_log", &c->log_name) || read_attr_i64(f, "done_bytes", &c->log_bytes) ||
+            read_attr_i64(f, "done_crc", &crc) || read_attr_i64(f, "done_count", &c->log_count) || c->log_bytes < 0 ||
+            c->log_count < 0 || crc < 0 || crc > (int64_t)UINT32_MAX || strchr(c->log_name, '/'))
+            goto out;
+        c->log_crc = (uint32_t)crc;
+    }
     if (H5Lexists(f, "config", H5P_DEFAULT) > 0 && read_text(f, "config", &c->config_text)) goto out;
     hid_t g = H5Gopen2(f, "running", H5P_DEFAULT);
     if (g < 0) goto out;
@@ -331,6 +457,10 @@ static int read_contents(hid_t f, ghf_ckpt *c)
     }
     H5Gclose(g);
     if (!ok) goto out;
+    if (c->log_name) { /* the finished fits are in the log (read by the caller) */
+        rc = 0;
+        goto out;
+    }
     g = H5Gopen2(f, "done", H5P_DEFAULT);
     if (g < 0) goto out;
     int64_t nd = 0, no = 0, nb = 0;
@@ -348,20 +478,87 @@ out:
     free(fmt);
     free(kind);
     free(hash);
+    free(fp);
     return rc;
+}
+
+/* The whole file, if it is a regular one (a FIFO cannot block the read). */
+static int slurp(const char *path, unsigned char **buf, size_t *len)
+{
+    *buf = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    const size_t n = (size_t)sb.st_size;
+    unsigned char *b = malloc(n + 1);
+    size_t off = 0;
+    int e = b ? 0 : ENOMEM;
+    while (!e && off < n) {
+        const ssize_t k = read(fd, b + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    close(fd);
+    if (e) {
+        free(b);
+        errno = e;
+        return -1;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* Signature, size and checksum of a checkpoint's bytes: NULL, or what is wrong. */
+static const char *verify_image(const unsigned char *b, size_t n, char *why, size_t whylen)
+{
+    if (n >= 8 && memcmp(b, HDF5_MAGIC, 8) == 0) return "written by an older ghfit (checkpoint format 1)";
+    if (n < UB_SIZE + 8 || memcmp(b, UB_MAGIC, 8) != 0) return "not a ghfit checkpoint";
+    if (get_u32(b + 8) != 1) return "a checkpoint of an unknown format (newer ghfit?)";
+    const uint64_t size = get_u64(b + 16);
+    if (size != n) {
+        snprintf(why, whylen, "damaged: %zu bytes where the checkpoint has %llu (truncated?)", n,
+                 (unsigned long long)size);
+        return why;
+    }
+    if ((uint32_t)crc32_z(0L, b + UB_SIZE, (z_size_t)(n - UB_SIZE)) != get_u32(b + 12))
+        return "damaged: the checksum of its contents does not match";
+    return NULL;
 }
 
 int ghf_ckpt_read(const char *path, ghf_ckpt *c, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     ghf__h5_quiet();
-    if (access(path, R_OK) != 0) {
-        ghf__seterr(err, errlen, "%s: no such checkpoint file", path);
+    unsigned char *b = NULL;
+    size_t n = 0;
+    if (slurp(path, &b, &n) != 0) {
+        if (errno == ENOENT) ghf__seterr(err, errlen, "%s: no such checkpoint file", path);
+        else if (errno == EINVAL) ghf__seterr(err, errlen, "%s: the checkpoint is not a regular file", path);
+        else ghf__seterr(err, errlen, "%s: cannot read the checkpoint: %s", path, strerror(errno));
         return 2;
     }
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    char why[256];
+    const char *bad = verify_image(b, n, why, sizeof why);
+    if (bad) {
+        ghf__seterr(err, errlen, "%s: %s", path, bad);
+        free(b);
+        return 2;
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t f = -1;
+    if (fapl >= 0 && H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0 && H5Pset_file_image(fapl, b, n) >= 0)
+        f = H5Fopen(IMAGE_NAME, H5F_ACC_RDONLY, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    free(b);
     if (f < 0) {
-        ghf__seterr(err, errlen, "%s: not an HDF5 file (damaged checkpoint?)", path);
+        ghf__seterr(err, errlen, "%s: the checkpoint's HDF5 contents cannot be opened (damaged?)", path);
         return 2;
     }
     const int rc = read_contents(f, c);
@@ -371,5 +568,62 @@ int ghf_ckpt_read(const char *path, ghf_ckpt *c, char *err, size_t errlen)
         ghf__seterr(err, errlen, "%s: not a ghfit checkpoint (format %d) or damaged", path, GHF_CKPT_FORMAT_VERSION);
         return 2;
     }
+    if (c->log_name && ghf__ckpt_log_read(path, c, err, errlen) != 0) {
+        ghf_ckpt_free(c);
+        return 2;
+    }
     return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * The data fingerprint
+ * ------------------------------------------------------------------------- */
+
+#define FP_ROWS 64
+
+int ghf_ckpt_data_fingerprint(const char *path, const char *dataset, uint64_t *fp, int64_t *rows, char *err,
+                              size_t errlen)
+{
+    ghf__h5_quiet();
+    const char *dn = ghf__dsname(dataset);
+    *fp = 0;
+    *rows = 0;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot open the data file to fingerprint it for the checkpoint", path);
+        return 2;
+    }
+    hid_t ds = H5Dopen2(f, dn, H5P_DEFAULT), fs = -1, ms = -1;
+    hsize_t dims[2] = {0, 0};
+    double *buf = NULL;
+    int rc = 2;
+    if (ds < 0 || (fs = H5Dget_space(ds)) < 0 || H5Sget_simple_extent_ndims(fs) != 2 ||
+        H5Sget_simple_extent_dims(fs, dims, NULL) < 0 || dims[0] < 1 || dims[1] < 1)
+        goto out;
+    /* up to FP_ROWS rows spread evenly over the dataset, first and last included */
+    const hsize_t k = dims[0] < FP_ROWS ? dims[0] : FP_ROWS;
+    buf = malloc((size_t)k * (size_t)dims[1] * sizeof(double));
+    if (!buf || H5Sselect_none(fs) < 0) goto out;
+    for (hsize_t i = 0; i < k; i++) {
+        const hsize_t start[2] = {k > 1 ? (hsize_t)((double)i * (double)(dims[0] - 1) / (double)(k - 1)) : 0, 0};
+        const hsize_t count[2] = {1, dims[1]};
+        if (H5Sselect_hyperslab(fs, H5S_SELECT_OR, start, NULL, count, NULL) < 0) goto out;
+    }
+    const hsize_t mdims[2] = {k, dims[1]};
+    ms = H5Screate_simple(2, mdims, NULL);
+    if (ms < 0 || H5Dread(ds, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, buf) < 0) goto out;
+    const size_t nb = (size_t)k * (size_t)dims[1] * sizeof(double);
+    const uint32_t c = (uint32_t)crc32_z(0L, (const unsigned char *)buf, (z_size_t)nb);
+    const uint32_t a = (uint32_t)adler32_z(1L, (const unsigned char *)buf, (z_size_t)nb);
+    *fp = ((uint64_t)c << 32) | a;
+    *rows = (int64_t)k;
+    rc = 0;
+out:
+    if (rc) ghf__seterr(err, errlen, "%s:%s: cannot read sample rows to fingerprint the data for the checkpoint", path, dn);
+    free(buf);
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (ds >= 0) H5Dclose(ds);
+    H5Fclose(f);
+    return rc;
 }

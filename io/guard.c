@@ -22,6 +22,7 @@
 
 /* this module */
 #include "h5internal.h"
+#include "checkpoint.h"
 
 /* ---------------------------------------------------------------------------
  * Identity
@@ -142,6 +143,9 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
 {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    /* a checkpoint carries its signature in the user block (also when it is
+     * damaged or truncated: the resume then says what is wrong with it) */
+    if (kind == GHF_PATH_CHECKPOINT && ghf_ckpt_is_ours(path)) return 1;
     hid_t f = open_quiet(path);
     if (f < 0) return 0;
     int ok = 0;

@@ -206,6 +206,7 @@ typedef struct ghf_fit_summary {
     int     n_iter;
     int     converged;
     double  seconds;
+    char    status[80]; /* the fit's status, cut to 79 bytes (empty in files of older versions) */
 } ghf_fit_summary;
 
 /* Reads the /summary table of a result file (serial driver, any process).

@@ -122,13 +122,16 @@ static hid_t make_group(hid_t loc, const char *name, const char *desc)
 /* The /summary row type (memory layout = ghf_fit_summary). */
 static hid_t summary_type(void)
 {
-    hid_t sname = H5Tcopy(H5T_C_S1), sfam = H5Tcopy(H5T_C_S1);
+    hid_t sname = H5Tcopy(H5T_C_S1), sfam = H5Tcopy(H5T_C_S1), sst = H5Tcopy(H5T_C_S1);
     H5Tset_size(sname, sizeof(((ghf_fit_summary *)0)->name));
     H5Tset_size(sfam, sizeof(((ghf_fit_summary *)0)->family));
+    H5Tset_size(sst, sizeof(((ghf_fit_summary *)0)->status));
     H5Tset_strpad(sname, H5T_STR_NULLTERM);
     H5Tset_strpad(sfam, H5T_STR_NULLTERM);
+    H5Tset_strpad(sst, H5T_STR_NULLTERM);
     H5Tset_cset(sname, H5T_CSET_UTF8);
     H5Tset_cset(sfam, H5T_CSET_UTF8);
+    H5Tset_cset(sst, H5T_CSET_UTF8);
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(ghf_fit_summary));
     H5Tinsert(t, "name", HOFFSET(ghf_fit_summary, name), sname);
     H5Tinsert(t, "family", HOFFSET(ghf_fit_summary, family), sfam);
@@ -140,8 +143,10 @@ static hid_t summary_type(void)
     H5Tinsert(t, "n_iter", HOFFSET(ghf_fit_summary, n_iter), H5T_NATIVE_INT);
     H5Tinsert(t, "converged", HOFFSET(ghf_fit_summary, converged), H5T_NATIVE_INT);
     H5Tinsert(t, "seconds", HOFFSET(ghf_fit_summary, seconds), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "status", HOFFSET(ghf_fit_summary, status), sst);
     H5Tclose(sname);
     H5Tclose(sfam);
+    H5Tclose(sst);
     return t;
 }
 
@@ -405,6 +410,7 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     row->n_iter = r->n_iter;
     row->converged = r->converged ? 1 : 0;
     row->seconds = r->elapsed_s;
+    snprintf(row->status, sizeof row->status, "%s", r->status ? r->status : "");
     return 0;
 }
 
@@ -538,6 +544,7 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
     for (hsize_t i = 0; i < n; i++) {
         r[i].name[sizeof r[i].name - 1] = '\0';
         r[i].family[sizeof r[i].family - 1] = '\0';
+        r[i].status[sizeof r[i].status - 1] = '\0';
     }
     *rows = r;
     *n_rows = (int)n;

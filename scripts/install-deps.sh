@@ -9,7 +9,7 @@ pkgs=(build-essential cmake pkg-config git
       openmpi-bin libopenmpi-dev
       libhdf5-openmpi-dev hdf5-tools
       libopenblas-dev liblapacke-dev
-      libyaml-dev
+      libyaml-dev zlib1g-dev
       libgsl-dev
       python3 python3-venv python3-h5py python3-numpy)
 # the cluster tools the tests use: a one-node Slurm and a module system (the

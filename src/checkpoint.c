@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +96,18 @@ int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id)
     c->d = id->d;
     c->hash = id->hash;
     c->n_fits = id->n_fits;
+    c->data_fp = id->data_fp;
+    c->data_fp_rows = id->data_fp_rows;
     return c->data_path && c->dataset ? 0 : -1;
+}
+
+int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t errlen)
+{
+    int rank, st = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) st = ghf_ckpt_data_fingerprint(id->data_path, id->dataset, &id->data_fp, &id->data_fp_rows, err, errlen);
+    ghf_bcast_status(comm, &st, err, errlen);
+    return st;
 }
 
 /* ---- the whole checkpoint as bytes (for the broadcast) ---- */
@@ -192,6 +204,11 @@ static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, 
     else if (c->n_rows != id->n_rows || c->d != id->d)
         snprintf(what, sizeof what, "its data had %lld x %d values, these have %lld x %d", (long long)c->n_rows, c->d,
                  (long long)id->n_rows, id->d);
+    else if (id->data_fp && c->data_fp != id->data_fp)
+        snprintf(what, sizeof what,
+                 "it was written for other data of the same shape (fingerprint of %lld sampled rows %016" PRIx64
+                 ", these data %016" PRIx64 ")",
+                 (long long)id->data_fp_rows, c->data_fp, id->data_fp);
     else if (c->hash != id->hash || c->n_fits != id->n_fits)
         snprintf(what, sizeof what, "it was written with other options (options hash %016" PRIx64 ", this run %016" PRIx64 ")",
                  c->hash, id->hash);
@@ -199,6 +216,68 @@ static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, 
     snprintf(err, errlen, "%s: the checkpoint does not belong to this run: %s (remove it, or run without --resume)", path,
              what);
     return 2;
+}
+
+/* The first invalid value of a packed parameter set (what = "cur" or
+ * "prev"; full: the model's domain too), or 0. */
+static int bad_params(const double *v, int d, const char *what, int full, char *out, size_t len)
+{
+    const int np = ghf_ckpt_param_len(d);
+    for (int i = 0; i < np; i++) {
+        if (isfinite(v[i])) continue;
+        if (i < d) snprintf(out, len, "%s.mu[%d] = %g", what, i, v[i]);
+        else if (i < 2 * d) snprintf(out, len, "%s.gamma[%d] = %g", what, i - d, v[i]);
+        else if (i < 2 * d + d * d) snprintf(out, len, "%s.sigma[%d][%d] = %g", what, (i - 2 * d) / d, (i - 2 * d) % d, v[i]);
+        else snprintf(out, len, "%s.%s = %g", what, i == np - 3 ? "p" : i == np - 2 ? "a" : "b", v[i]);
+        return 1;
+    }
+    if (!full) return 0;
+    const double p = v[np - 3], a = v[np - 2], b = v[np - 1];
+    if (fabs(p) > 50.0) snprintf(out, len, "%s.p = %g is outside [-50, 50]", what, p);
+    else if (a < 0.0 || b < 0.0 || (a == 0.0 && b == 0.0))
+        snprintf(out, len, "%s.a = %g, %s.b = %g: not a GIG law (a, b >= 0, not both 0)", what, a, what, b);
+    else {
+        ghf_params t;
+        ghf_derived g;
+        int rc = -1;
+        if (ghf_params_alloc(&t, d) == 0 && ghf_derived_alloc(&g, d) == 0) {
+            ghf_params_unpack(v, &t);
+            rc = ghf_derive(&t, &g);
+            ghf_derived_free(&g);
+        }
+        ghf_params_free(&t);
+        if (rc == 0) return 0;
+        snprintf(out, len, "%s.sigma is not symmetric positive definite (or the law's constants are not finite)", what);
+    }
+    return 1;
+}
+
+/* Rank 0: the EM states must be usable: finite, cur in the model's domain. */
+static int validate(const ghf_ckpt *c, const char *path, char *err, size_t errlen)
+{
+    for (int i = 0; i < c->n_run; i++) {
+        const ghf_ckpt_run *r = &c->run[i];
+        char what[256] = "";
+        if (r->d != c->d) snprintf(what, sizeof what, "dim = %d, the data have %d columns", r->d, c->d);
+        else if (r->iter < 0) snprintf(what, sizeof what, "iter = %d", r->iter);
+        else if (!bad_params(r->cur, r->d, "cur", 1, what, sizeof what) &&
+                 !bad_params(r->prev, r->d, "prev", 0, what, sizeof what))
+            for (int k = 0; k < r->iter && !what[0]; k++)
+                if (!isfinite(r->trace[k])) snprintf(what, sizeof what, "trace[%d] = %g", k, r->trace[k]);
+        if (what[0]) {
+            snprintf(err, errlen, "%s: invalid checkpoint: running/%d (fit %s): %s", path, i, r->name, what);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int read_valid(const char *path, ghf_ckpt *c, char *err, size_t errlen)
+{
+    int st = ghf_ckpt_read(path, c, err, errlen);
+    if (!st) st = validate(c, path, err, errlen);
+    if (st) ghf_ckpt_free(c);
+    return st;
 }
 
 int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen)
@@ -209,11 +288,11 @@ int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ck
     int st = 0;
     ghf_pack b = {0};
     if (rank == 0) {
-        st = ghf_ckpt_read(path, c, err, errlen);
+        st = read_valid(path, c, err, errlen);
         if (st) {
             char prev[4200], err2[1024];
             ghf_ckpt_prev_path(path, prev, sizeof prev);
-            if (ghf_ckpt_read(prev, c, err2, sizeof err2) == 0) {
+            if (access(prev, F_OK) == 0 && read_valid(prev, c, err2, sizeof err2) == 0) {
                 fprintf(stderr, "ghfit: warning: %s; resuming from the previous checkpoint %s\n", err, prev);
                 st = 0;
             }
@@ -259,11 +338,16 @@ int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ck
 
 void ghf_ckpt_remove(const char *path)
 {
-    char prev[4200];
+    char prev[4200], log[4200];
     ghf_ckpt_prev_path(path, prev, sizeof prev);
-    /* only ghfit's own checkpoints (a file put there since the start stays) */
+    ghf_ckpt_log_path(path, log, sizeof log);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path); /* left by a writer killed mid-write */
+    /* only ghfit's own files (a file put there since the start stays) */
     if (ghf_path_is_ghfit(path, GHF_PATH_CHECKPOINT, NULL)) unlink(path);
     if (ghf_path_is_ghfit(prev, GHF_PATH_CHECKPOINT, NULL)) unlink(prev);
+    if (ghf_ckpt_log_is_ours(log)) unlink(log);
+    if (ghf_ckpt_is_ours(tmp)) unlink(tmp);
 }
 
 int ghf_ckpt_test_iter_sleep_ms(void)
@@ -296,11 +380,19 @@ int ghf_fit_ckpt_on_state(void *ctx, const ghf_em_state *st, int stopping)
     } else if (ghf_ckpt_write(k->path, &k->file, err, sizeof err) == 0) {
         k->n_written++;
         k->base_iter = st->iter;
+        k->warned = 0;
         if (stopping) k->wrote_final = 1;
         return 0;
     }
-    fprintf(stderr, "ghfit: warning: %s\n", err);
-    if (stopping) k->write_failed = 1;
+    if (stopping) { /* reported by the caller, in its one error line */
+        k->write_failed = 1;
+        snprintf(k->final_err, sizeof k->final_err, "%s", err);
+        return 0;
+    }
+    /* a periodic write: the fit goes on; one warning until a write succeeds again */
+    k->base_iter = st->iter;
+    if (!k->warned) fprintf(stderr, "ghfit: warning: %s (the fit goes on; retrying every %d iterations)\n", err, k->every);
+    k->warned = 1;
     return 0;
 }
 
@@ -322,6 +414,10 @@ int ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int eve
     if (k->rank == 0) st = ghf_h5_out_check(path, err, errlen);
     ghf_bcast_status(comm, &st, err, errlen);
     if (st) return st;
+    ghf_ckpt_id idf = *id; /* with the data's fingerprint */
+    st = ghf_ckpt_id_fingerprint(comm, &idf, err, errlen);
+    if (st) return st;
+    id = &idf;
     k->path = path;
     k->every = every;
     k->file.run = calloc(1, sizeof *k->file.run);

@@ -35,19 +35,27 @@ typedef struct ghf_ckpt_id {
     uint64_t hash;
     int64_t n_fits;
     const char *config_text;
+    uint64_t data_fp;      /* fingerprint of the data (rank 0; ghf_ckpt_id_fingerprint), 0: none */
+    int64_t data_fp_rows;
 } ghf_ckpt_id;
 
 /* Fill the identity fields of c (copies). */
 int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id);
 
+/* Collective: rank 0 fingerprints the data of id (io/checkpoint.h) into
+ * id->data_fp.  0, or 2 with a message on every rank. */
+int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t errlen);
+
 /* Collective over comm: rank 0 reads the checkpoint (falling back to the
- * "_prev" file with a warning when the main one is missing or damaged),
- * checks it against id, and broadcasts it.  Returns 0, or 2 with a message
- * (no checkpoint, not a checkpoint, written for a different run). */
+ * "_prev" file with a warning when the main one is missing, damaged - its
+ * checksum or its log - or holds invalid parameters), checks it against id
+ * (a fingerprint of the data included), and broadcasts it.  Returns 0, or 2
+ * with a message naming the file (and the field, for invalid parameters). */
 int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen);
 
-/* Remove the checkpoint and its "_prev" (after the result file is written),
- * each only if it carries the checkpoint signature. */
+/* Remove the checkpoint, its "_prev", its log and a temporary file left by a
+ * killed writer (after the result file is written; the log and the
+ * temporary file only when they carry ghfit's signature). */
 void ghf_ckpt_remove(const char *path);
 
 /* GHFIT_TEST_ITER_SLEEP=MS: a test hook that slows every EM iteration down
@@ -66,7 +74,9 @@ typedef struct ghf_fit_ckpt {
     int iter_sleep_ms;
     int n_written;
     int wrote_final;      /* the stopping state was written */
-    int write_failed;     /* the stopping state could not be written */
+    int write_failed;     /* the stopping state could not be written (why: in final_err) */
+    int warned;           /* a periodic write failed since the last good one (warned once) */
+    char final_err[1024];
     int last_iter;        /* iteration of the last state seen */
     int base_iter;        /* iteration of the last write (or of the start) */
     ghf_em_state resume;  /* the state to continue from (have_resume) */

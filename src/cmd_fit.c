@@ -218,7 +218,6 @@ int ghf_cmd_fit(int argc, char **argv)
     if (prc) return prc;
     ghf_family fam;
     ghf_family_parse(a.model, &fam);
-    ghf_install_stop_handlers();
 
     const double t0 = MPI_Wtime();
     char err[1024] = "";
@@ -291,7 +290,7 @@ int ghf_cmd_fit(int argc, char **argv)
              (long long)a.win_len, a.drop_nonfinite, a.max_iter, a.tol, (long long)a.seed, a.starts, a.fix_p,
              a.fix_p ? a.p_fixed : 0.0, a.backend, a.accel + 2 * a.symmetric);
     const ghf_ckpt_id cid = {"fit", a.data, a.dataset, data.n_global, data.d,
-                             ghf_hash_bytes(GHF_HASH_INIT, hs, strlen(hs)), 1, NULL};
+                             ghf_hash_bytes(GHF_HASH_INIT, hs, strlen(hs)), 1, NULL, 0, 0};
     ghf_fit_ckpt ck;
     int rc = ghf_fit_ckpt_setup(comm, &ck, a.checkpoint, a.ckpt_every, a.resume, &cid, a.model, a.max_iter, &eo,
                                 err, sizeof err);
@@ -310,14 +309,14 @@ int ghf_cmd_fit(int argc, char **argv)
         int wrote = ck.wrote_final;
         MPI_Bcast(&wrote, 1, MPI_INT, 0, comm);
         if (!a.checkpoint) {
-            ghf_error0("stopped on a signal before convergence (no checkpoint file was requested)");
+            ghf_note0("stopped on a signal before convergence (no checkpoint file was requested)");
             rc = GHF_EXIT_CHECKPOINT;
         } else if (wrote) {
-            ghf_error0("stopped on a signal at iteration %d; checkpoint written to %s (rerun with --resume)",
+            ghf_note0("stopped on a signal at iteration %d; checkpoint written to %s (rerun with --resume)",
                        ck.last_iter, a.checkpoint);
             rc = GHF_EXIT_CHECKPOINT;
         } else {
-            ghf_error0("stopped on a signal, but the checkpoint %s could not be written", a.checkpoint);
+            ghf_error0("stopped on a signal, but the checkpoint could not be written: %s", ck.final_err);
             rc = GHF_EXIT_RUNTIME;
         }
         goto done;

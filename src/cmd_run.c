@@ -16,11 +16,15 @@
  * writes ONE result file (atomically) or, after a stop signal, one
  * checkpoint holding the finished records and every group's unfinished
  * fit. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
@@ -31,11 +35,12 @@
 #include "h5io.h"
 #include "iocheck.h"
 #include "job.h"
+#include "liveness.h"
 #include "sweep.h"
 #include "util.h"
 #include "xreduce.h"
 
-enum { TAG_REC = 101, TAG_STATE = 102, TAG_DONE = 103 };
+enum { TAG_REC = 101, TAG_STATE = 102, TAG_DONE = 103, TAG_FINAL = 104 }; /* heartbeats: GHF_LIVE_TAG */
 /* a group's outcome; errors carry the exit status: GROUP_ERROR + status */
 enum { GROUP_OK = 0, GROUP_STOPPED = 1, GROUP_ERROR = 10 };
 #define CKPT_MIN_INTERVAL 1.0 /* seconds between periodic checkpoint writes of a sweep */
@@ -57,36 +62,55 @@ static void run_usage(FILE *f)
             "  --checkpoint FILE  --checkpoint-every K  --resume\n"
             "  --slice K/N          fit only the fits i with i %% N == K (job arrays: one result file per slice)\n"
             "exit status: 0 done, 1 run-time failure, 2 bad job file or usage,\n"
+            "3 finished and wrote the result, but some fits failed (their status starts with 'failed:'),\n"
             "75 stopped on SIGUSR1/SIGTERM (checkpoint written when requested: rerun with --resume)\n");
 }
 
-static int read_file(const char *path, char **text, size_t *len)
+/* Read the job file (rank 0): a regular file of at most GHF_JOB_MAX_BYTES
+ * bytes (opened without blocking, so a FIFO cannot hold the run).  Returns 0,
+ * or 2/1 with one message naming the file. */
+static int read_job_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) break;
-        if (n + 4096 > cap) {
-            cap *= 2;
-            char *nb = realloc(b, cap);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-        const size_t k = fread(b + n, 1, 4096, f);
-        n += k;
-        if (k < 4096) break;
+    *text = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(err, errlen, "%s: cannot read the job file: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return GHF_EXIT_USAGE;
     }
-    const int bad = ferror(f) || !b || n > (1u << 24);
-    fclose(f);
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: the job file is not a regular file", path);
+        close(fd);
+        return GHF_EXIT_USAGE;
+    }
+    if (sb.st_size > GHF_JOB_MAX_BYTES) {
+        snprintf(err, errlen, "%s: the job file has %lld bytes, more than the limit of %d (1 MiB)", path,
+                 (long long)sb.st_size, GHF_JOB_MAX_BYTES);
+        close(fd);
+        return GHF_EXIT_USAGE;
+    }
+    /* one byte more than the limit tells a file that grew since fstat */
+    char *b = malloc((size_t)GHF_JOB_MAX_BYTES + 2);
+    size_t n = 0;
+    int bad = b == NULL;
+    while (!bad && n <= (size_t)GHF_JOB_MAX_BYTES) {
+        const ssize_t k = read(fd, b + n, (size_t)GHF_JOB_MAX_BYTES + 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) bad = 1;
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    close(fd);
     if (bad) {
+        snprintf(err, errlen, "%s: cannot read the job file: %s", path, b ? strerror(errno) : "out of memory");
         free(b);
-        return -1;
+        return b ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME;
+    }
+    if (n > (size_t)GHF_JOB_MAX_BYTES) {
+        snprintf(err, errlen, "%s: the job file has more than %d bytes (the limit, 1 MiB)", path, GHF_JOB_MAX_BYTES);
+        free(b);
+        return GHF_EXIT_USAGE;
     }
     b[n] = '\0';
     *text = b;
@@ -145,10 +169,7 @@ static int load_job(MPI_Comm comm, int argc, char **argv, ghf_job *j)
     size_t len = 0;
     int st = 0;
     char err[1024] = "";
-    if (rank == 0 && read_file(path, &text, &len) != 0) {
-        st = GHF_EXIT_USAGE;
-        snprintf(err, sizeof err, "%s: cannot read the job file", path);
-    }
+    if (rank == 0) st = read_job_file(path, &text, &len, err, sizeof err);
     ghf_bcast_status(comm, &st, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);
@@ -282,6 +303,8 @@ static void assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of)
 
 typedef struct collector {
     MPI_Comm comm;         /* world duplicate for the point-to-point messages */
+    ghf_live *live;        /* the watch on the other ranks (liveness.h) */
+    int world_size;
     const ghf_job *job;
     const ghf_fit_spec *specs;
     int n_specs;
@@ -296,7 +319,13 @@ typedef struct collector {
     ghf_ckpt file;         /* identity (for checkpoints) */
     double last_write;
     int n_printed;
-    int ckpt_failed;
+    /* the checkpoint's log of finished fits: records not yet in it, in arrival order */
+    ghf_ckpt_log *log;
+    const ghf_ckpt *resume; /* the loaded checkpoint (its log is continued), or NULL */
+    int *pending, n_pending;
+    int n_written;         /* checkpoints written by this run */
+    int warned;            /* a periodic write failed since the last good one */
+    int n_failed, first_failed; /* fits whose status is "failed: ..." (position of the first) */
 } collector;
 
 static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
@@ -311,56 +340,65 @@ static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
     return -1;
 }
 
-static void coll_write_ckpt(collector *c, int force)
+/* Append the finished fits not yet in the log (opened on the first write:
+ * a fresh log, or the loaded checkpoint's, cut to what it covers), sync it,
+ * and put its state into the checkpoint.  0 or 1 with a message. */
+static int coll_log_flush(collector *c, char *err, size_t errlen)
+{
+    ghf_ckpt *f = &c->file;
+    if (!c->log) {
+        const ghf_ckpt *r = c->resume && c->resume->log_name ? c->resume : NULL;
+        c->log = ghf_ckpt_log_open(c->job->checkpoint, f->hash, r ? r->log_bytes : 0, r ? r->log_crc : 0,
+                                   r ? r->log_count : 0, err, errlen);
+        if (!c->log) return 1;
+    }
+    int k = 0;
+    for (; k < c->n_pending; k++) {
+        const int pos = c->pending[k];
+        if (ghf_ckpt_log_append(c->log, c->specs[pos].index, c->rec[pos], c->rec_len[pos], err, errlen) != 0) break;
+    }
+    /* keep what could not be appended for the next write */
+    memmove(c->pending, c->pending + k, (size_t)(c->n_pending - k) * sizeof(int));
+    c->n_pending -= k;
+    if (c->n_pending > 0) return 1;
+    return ghf_ckpt_log_commit(c->log, f, err, errlen);
+}
+
+/* Write the checkpoint (at most every CKPT_MIN_INTERVAL s unless forced):
+ * the new finished fits to the log, then the small main file.  A periodic
+ * failure is a warning (once until a write succeeds again; the sweep goes
+ * on).  Returns 0, or 1 with the message in err. */
+static int coll_write_ckpt(collector *c, int force, char *err, size_t errlen)
 {
     const ghf_job *j = c->job;
-    if (!j->checkpoint) return;
+    if (!j->checkpoint) return 0;
     const double now = MPI_Wtime();
-    if (!force && now - c->last_write < CKPT_MIN_INTERVAL) return;
+    if (!force && now - c->last_write < CKPT_MIN_INTERVAL) return 0;
     c->last_write = now;
     ghf_ckpt *f = &c->file;
-    /* finished records in fit order */
-    int64_t nb = 0;
-    f->n_done = 0;
-    for (int i = 0; i < c->n_specs; i++)
-        if (c->rec[i]) nb += (int64_t)c->rec_len[i];
-    f->done_index = malloc((size_t)(c->n_rec + 1) * sizeof(int64_t));
-    f->done_off = malloc((size_t)(c->n_rec + 1) * sizeof(int64_t));
-    f->done_blob = malloc((size_t)(nb > 0 ? nb : 1));
-    char err[1024] = "out of memory";
-    int ok = f->done_index && f->done_off && f->done_blob;
-    if (ok) {
-        int64_t off = 0;
-        f->done_off[0] = 0;
-        for (int i = 0; i < c->n_specs; i++) {
-            if (!c->rec[i]) continue;
-            memcpy(f->done_blob + off, c->rec[i], c->rec_len[i]);
-            off += (int64_t)c->rec_len[i];
-            f->done_index[f->n_done] = c->specs[i].index;
-            f->done_off[++f->n_done] = off;
-        }
-        /* the running fits */
+    int rc = coll_log_flush(c, err, errlen);
+    if (!rc) {
         f->n_run = 0;
         f->run = calloc((size_t)c->G + 1, sizeof *f->run);
-        ok = f->run != NULL;
-        for (int g = 0; ok && g < c->G; g++)
+        if (!f->run) {
+            snprintf(err, errlen, "out of memory");
+            rc = 1;
+        }
+        for (int g = 0; !rc && g < c->G; g++)
             if (c->running[g].d > 0) f->run[f->n_run++] = c->running[g]; /* shallow */
-        if (ok) ok = ghf_ckpt_write(j->checkpoint, f, err, sizeof err) == 0;
+        if (!rc) rc = ghf_ckpt_write(j->checkpoint, f, err, errlen);
+        free(f->run);
+        f->run = NULL;
+        f->n_run = 0;
     }
-    if (!ok) {
-        fprintf(stderr, "ghfit: warning: %s\n", err);
-        c->ckpt_failed = 1;
-    } else if (force) {
-        c->ckpt_failed = 0;
+    if (!rc) {
+        c->n_written++;
+        c->warned = 0;
+    } else if (!force) {
+        if (!c->warned) fprintf(stderr, "ghfit: warning: %s (the sweep goes on; retrying)\n", err);
+        c->warned = 1;
     }
-    free(f->done_index);
-    free(f->done_off);
-    free(f->done_blob);
-    free(f->run);
-    f->done_index = f->done_off = NULL;
-    f->done_blob = NULL;
-    f->run = NULL;
-    f->n_run = f->n_done = 0;
+    return rc;
 }
 
 static void coll_print_fit(collector *c, int pos)
@@ -372,6 +410,19 @@ static void coll_print_fit(collector *c, int pos)
     printf("[%*d/%d] %-34s n %-8lld loglik % .12e  %5d it  %-10.10s %8.3f s\n", c->n_specs >= 10000 ? 6 : 4,
            c->n_printed, c->n_specs, r.r.name, (long long)r.r.n_obs, r.r.loglik, r.r.n_iter, r.r.status, r.r.elapsed_s);
     fflush(stdout);
+    ghf_rec_free(&r);
+}
+
+/* count a finished fit whose status says it failed */
+static void coll_note_failed(collector *c, int pos)
+{
+    ghf_unpack u = {c->rec[pos], c->rec_len[pos], 0, 0};
+    ghf_rec r;
+    if (ghf_rec_unpack(&u, &r) != 0) return;
+    if (strncmp(r.r.status, "failed", 6) == 0) {
+        if (c->n_failed == 0 || pos < c->first_failed) c->first_failed = pos;
+        c->n_failed++;
+    }
     ghf_rec_free(&r);
 }
 
@@ -390,9 +441,12 @@ static void coll_add_record(collector *c, int group, unsigned char *bytes, size_
     c->rec[pos] = bytes;
     c->rec_len[pos] = n;
     c->n_rec++;
+    coll_note_failed(c, pos);
+    if (c->pending) c->pending[c->n_pending++] = pos;
     if (group >= 0 && group < c->G && c->running[group].index == index) ghf_ckpt_run_clear(&c->running[group]);
     if (!c->job->quiet) coll_print_fit(c, pos);
-    coll_write_ckpt(c, 0);
+    char err[1024];
+    coll_write_ckpt(c, 0, err, sizeof err);
 }
 
 static void coll_set_state(collector *c, int group, const ghf_ckpt_run *r, int stopping)
@@ -401,7 +455,8 @@ static void coll_set_state(collector *c, int group, const ghf_ckpt_run *r, int s
     ghf_ckpt_run *dst = &c->running[group];
     ghf_ckpt_run_clear(dst);
     *dst = *r; /* takes over the arrays */
-    if (!stopping) coll_write_ckpt(c, 0);
+    char err[1024];
+    if (!stopping) coll_write_ckpt(c, 0, err, sizeof err);
 }
 
 static void coll_handle(collector *c, MPI_Status *ms)
@@ -409,7 +464,12 @@ static void coll_handle(collector *c, MPI_Status *ms)
     int n = 0;
     MPI_Get_count(ms, MPI_BYTE, &n);
     unsigned char *b = malloc((size_t)(n > 0 ? n : 1));
-    MPI_Recv(b, n, MPI_BYTE, ms->MPI_SOURCE, ms->MPI_TAG, c->comm, MPI_STATUS_IGNORE);
+    if (!b) {
+        fprintf(stderr, "ghfit: error: out of memory (a message of %d bytes)\n", n);
+        MPI_Abort(MPI_COMM_WORLD, GHF_EXIT_RUNTIME);
+    }
+    ghf_live_mpi(c->live, MPI_Recv(b, n, MPI_BYTE, ms->MPI_SOURCE, ms->MPI_TAG, c->comm, MPI_STATUS_IGNORE),
+                 "receiving a message");
     ghf_unpack u = {b, (size_t)n, 0, 0};
     const int group = (int)ghf_unpack_i64(&u);
     if (ms->MPI_TAG == TAG_REC) {
@@ -443,21 +503,23 @@ static void coll_handle(collector *c, MPI_Status *ms)
             c->group_msg[group] = msg;
             c->n_groups_done++;
             msg = NULL;
+            ghf_live_expect(c->live, ms->MPI_SOURCE, 0); /* its last message */
         }
         free(msg);
     }
     free(b);
 }
 
-static void coll_poll(collector *c)
+/* Between rank 0's own iterations: take what arrived, send the heartbeats,
+ * check the other ranks. */
+static int coll_poll(collector *c)
 {
-    for (;;) {
-        int flag = 0;
-        MPI_Status ms;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, &ms);
-        if (!flag) return;
-        coll_handle(c, &ms);
-    }
+    MPI_Status ms;
+    int n = 0;
+    for (; ghf_live_poll(c->live, MPI_ANY_SOURCE, &ms); n++) coll_handle(c, &ms);
+    ghf_live_beat_all(c->live);
+    ghf_live_check(c->live);
+    return n;
 }
 
 /* ---------------------------------------------------------------------------
@@ -467,6 +529,8 @@ static void coll_poll(collector *c)
 typedef struct group_ctx {
     MPI_Comm gcomm, pcomm; /* the group; the world duplicate for messages */
     int wrank, grank, gsize, group;
+    int d;                 /* columns of the data */
+    ghf_live *live;
     const ghf_job *job;
     collector *coll;       /* world rank 0 only */
     /* the fit being run (for the on_state hook) */
@@ -479,7 +543,23 @@ typedef struct group_ctx {
 /* Deliver bytes [group | payload] to the collector (rank 0 keeps them). */
 static void send_to_rank0(group_ctx *g, int tag, ghf_pack *b)
 {
-    MPI_Send(b->p, (int)b->n, MPI_BYTE, 0, tag, g->pcomm);
+    MPI_Request req;
+    ghf_live_mpi(g->live, MPI_Isend(b->p, (int)b->n, MPI_BYTE, 0, tag, g->pcomm, &req), "a message to rank 0");
+    ghf_live_expect(g->live, 0, 1);
+    ghf_live_wait(g->live, &req, 0);
+    ghf_live_expect(g->live, 0, 0);
+}
+
+/* A group's ranks between two steps: rank 0 collects; the others take rank
+ * 0's heartbeats, and the leaders send theirs. */
+static void group_tick(group_ctx *g)
+{
+    if (g->wrank == 0) {
+        coll_poll(g->coll);
+        return;
+    }
+    ghf_live_drain(g->live, 0);
+    if (g->grank == 0) ghf_live_beat(g->live, 0);
 }
 
 static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
@@ -515,7 +595,7 @@ static int group_on_state(void *ctx, const ghf_em_state *st, int stopping)
     group_ctx *g = ctx;
     g->last_iter = st->iter;
     if (!stopping && g->iter_sleep_ms > 0) ghf_sleep_ms(g->iter_sleep_ms);
-    if (g->wrank == 0) coll_poll(g->coll);
+    group_tick(g);
     if (g->grank != 0 || !g->job->checkpoint) return 0;
     if (g->base_iter < 0) g->base_iter = st->iter;
     if (!stopping && st->iter - g->base_iter < g->job->checkpoint_every) return 0;
@@ -539,6 +619,47 @@ static void deliver_record(group_ctx *g, int64_t index, const ghf_fit_record *re
     }
     send_to_rank0(g, TAG_REC, &b);
     ghf_pack_free(&b);
+}
+
+/* A fit that failed on its data (a window with a constant column, too few
+ * rows, non-finite values; a warm start the window cannot use): recorded
+ * with status "failed: <why>" and NaN parameters and log-likelihood, so that
+ * the other fits go on.  Group leader only. */
+static void deliver_failed(group_ctx *g, const ghf_fit_spec *s, const char *why, double seconds)
+{
+    const int d = g->d;
+    const size_t nv = (size_t)d * (size_t)(d + 2), np = (size_t)g->gsize * GHF_NPHASES;
+    double *nan = malloc(nv * sizeof(double)), *ph = calloc(np, sizeof(double));
+    char status[1200];
+    snprintf(status, sizeof status, "failed: %s", why);
+    if (!nan || !ph) { /* the collector then reports the fit as missing */
+        free(nan);
+        free(ph);
+        return;
+    }
+    for (size_t i = 0; i < nv; i++) nan[i] = NAN;
+    for (int k = 0; k < g->gsize; k++) ph[(size_t)k * GHF_NPHASES + GHF_PH_TOTAL] = seconds; /* leader's time */
+    ghf_fit_record r;
+    memset(&r, 0, sizeof r);
+    r.name = s->name;
+    r.family = ghf_family_name(s->family);
+    r.n_obs = s->row_len;
+    r.d = d;
+    r.status = status;
+    r.loglik = r.aic = r.bic = NAN;
+    r.elapsed_s = seconds;
+    r.mu = nan;
+    r.gamma = nan + d;
+    r.sigma = nan + 2 * d;
+    r.p = r.a = r.b = NAN;
+    r.n_phases = GHF_NPHASES;
+    r.phase_names = ghf_phase_names;
+    r.n_ranks = g->gsize;
+    r.phase_s = ph;
+    r.backend = g->job->backend;
+    deliver_record(g, s->index, &r);
+    free(nan);
+    free(ph);
 }
 
 static void deliver_done(group_ctx *g, int status, const char *msg)
@@ -590,8 +711,10 @@ static void cache_free(data_cache *dc)
 }
 
 /* Load rows [start, start+len) on the group.  Collective over gcomm.
- * Returns 0 or a status with a message. */
-static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const char *what, char *err, size_t errlen)
+ * Returns 0 or a status with a message; *data_bad = 1 when the rows
+ * themselves are the cause (reading or preparing them gave status 2). */
+static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const char *what, int *data_bad, char *err,
+                      size_t errlen)
 {
     const ghf_job *j = g->job;
     const int64_t len = s->row_len;
@@ -621,10 +744,18 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
     } else {
         ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite, GHF_ROW_BLOCK};
         st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
+        *data_bad = st == GHF_EXIT_USAGE;
+        if (st && *data_bad) { /* name the window the rows belong to */
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "rows %lld..%lld: %s", (long long)s->row_start, (long long)(s->row_start + len - 1),
+                     err);
+            snprintf(err, errlen, "%s", tmp);
+        }
         if (st) return st;
     }
     st = ghf_data_prepare(g->gcomm, &dc->shard, what, &dc->data, err, errlen);
     if (st) {
+        *data_bad = st == GHF_EXIT_USAGE;
         ghf_shard_free(&dc->shard);
         return st;
     }
@@ -663,6 +794,90 @@ static void warm_set(warm *w, int chain, const double *mu_data, const ghf_params
     w->valid = ghf_params_finite(&w->t);
 }
 
+/* For each of the group's fits, where a resumed checkpoint has it: done_k[q]
+ * (its record) and run_k[q] (its state), -1 where it has not.  Sorting keeps
+ * this O(n log n): a resume of 100,000 finished fits is instant. */
+typedef struct idx_pos {
+    int64_t index;
+    int k;
+} idx_pos;
+
+static int cmp_idx(const void *a, const void *b)
+{
+    const int64_t x = ((const idx_pos *)a)->index, y = ((const idx_pos *)b)->index;
+    return (x > y) - (x < y);
+}
+
+static int find_idx(const idx_pos *v, int n, int64_t index)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (v[mid].index == index) return v[mid].k;
+        if (v[mid].index < index) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static int resume_lookup(const ghf_ckpt *resume, const ghf_fit_spec *specs, const int *mine, int n_mine, int *done_k,
+                         int *run_k)
+{
+    for (int q = 0; q < n_mine; q++) done_k[q] = run_k[q] = -1;
+    if (!resume) return 0;
+    idx_pos *v = malloc((size_t)(resume->n_done + 1) * sizeof *v);
+    if (!v) return -1;
+    for (int k = 0; k < resume->n_done; k++) v[k] = (idx_pos){resume->done_index[k], k};
+    qsort(v, (size_t)resume->n_done, sizeof *v, cmp_idx);
+    for (int q = 0; q < n_mine; q++) {
+        const int64_t index = specs[mine[q]].index;
+        done_k[q] = find_idx(v, resume->n_done, index);
+        for (int k = 0; k < resume->n_run && run_k[q] < 0; k++)
+            if (resume->run[k].index == index) run_k[q] = k;
+    }
+    free(v);
+    return 0;
+}
+
+/* One-rank groups read every row their unfinished fits need at once. */
+static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs, const int *mine, int n_mine,
+                         const int *done_k)
+{
+    const ghf_job *j = g->job;
+    if (g->gsize != 1 || j->drop_nonfinite || n_mine == 0) return;
+    int64_t lo = INT64_MAX, hi = 0;
+    int need = 0;
+    for (int q = 0; q < n_mine; q++) {
+        const ghf_fit_spec *s = &specs[mine[q]];
+        if (done_k[q] >= 0) continue;
+        need = 1;
+        if (s->row_start < lo) lo = s->row_start;
+        if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
+    }
+    int64_t n0;
+    int d0;
+    char e2[512];
+    if (!need || ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) != 0 ||
+        (double)(hi - lo) * d0 * 8.0 >= 2.0e9)
+        return;
+    ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0, 0};
+    if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc->span, e2, sizeof e2) == 0) { /* else: window by window */
+        dc->have_span = 1;
+        dc->span_start = lo;
+        dc->span_len = hi - lo;
+    }
+}
+
+/* A fit that failed on its data: recorded (group leader), the next window
+ * starts cold. */
+static void fit_failed(group_ctx *g, const ghf_fit_spec *s, char *msg, double t0, warm *w)
+{
+    if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
+    msg[0] = '\0';
+    w->valid = 0;
+    group_tick(g);
+}
+
 /* Runs the group's fits.  Returns GROUP_OK / GROUP_STOPPED / GROUP_ERROR (msg). */
 static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, int n_mine, const ghf_ckpt *resume,
                      char *msg, size_t msglen)
@@ -673,47 +888,22 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
     warm w;
     memset(&w, 0, sizeof w);
     int status = GROUP_OK;
-    /* one-rank groups read every row they need once */
-    if (g->gsize == 1 && !j->drop_nonfinite && n_mine > 0) {
-        int64_t lo = INT64_MAX, hi = 0;
-        int need = 0;
-        for (int q = 0; q < n_mine; q++) {
-            const ghf_fit_spec *s = &specs[mine[q]];
-            int done = 0;
-            if (resume)
-                for (int k = 0; k < resume->n_done && !done; k++) done = resume->done_index[k] == s->index;
-            if (done) continue;
-            need = 1;
-            if (s->row_start < lo) lo = s->row_start;
-            if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
-        }
-        int64_t n0;
-        int d0;
-        char e2[512];
-        if (need && ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) == 0 &&
-            (double)(hi - lo) * d0 * 8.0 < 2.0e9) {
-            ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0, 0};
-            if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc.span, msg, msglen) == 0) {
-                dc.have_span = 1;
-                dc.span_start = lo;
-                dc.span_len = hi - lo;
-            }
-        }
+    int *done_k = malloc((size_t)(n_mine + 1) * sizeof(int)), *run_k = malloc((size_t)(n_mine + 1) * sizeof(int));
+    const int oom = !done_k || !run_k || resume_lookup(resume, specs, mine, n_mine, done_k, run_k) != 0;
+    if (ghf_any(g->gcomm, oom)) { /* the group's ranks agree */
+        snprintf(msg, msglen, "out of memory");
+        status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        n_mine = 0;
     }
+    preload_span(g, &dc, specs, mine, n_mine, done_k);
     for (int q = 0; q < n_mine; q++) {
         const ghf_fit_spec *s = &specs[mine[q]];
         /* finished before a restart: skip, but keep its parameters for a warm start */
-        const ghf_ckpt_run *rs = NULL;
-        int done_k = -1;
-        if (resume) {
-            for (int k = 0; k < resume->n_done && done_k < 0; k++)
-                if (resume->done_index[k] == s->index) done_k = k;
-            for (int k = 0; k < resume->n_run && !rs; k++)
-                if (resume->run[k].index == s->index) rs = &resume->run[k];
-        }
-        if (done_k >= 0) {
-            ghf_unpack u = {resume->done_blob + resume->done_off[done_k],
-                            (size_t)(resume->done_off[done_k + 1] - resume->done_off[done_k]), 0, 0};
+        const ghf_ckpt_run *rs = run_k[q] >= 0 ? &resume->run[run_k[q]] : NULL;
+        const int dk = done_k[q];
+        if (dk >= 0) {
+            ghf_unpack u = {resume->done_blob + resume->done_off[dk],
+                            (size_t)(resume->done_off[dk + 1] - resume->done_off[dk]), 0, 0};
             ghf_rec r;
             if (ghf_rec_unpack(&u, &r) == 0) {
                 ghf_params t = {r.r.d, (double *)r.r.mu, (double *)r.r.gamma, (double *)r.r.sigma, r.r.p, r.r.a, r.r.b};
@@ -732,7 +922,12 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         char what[1024];
         snprintf(what, sizeof what, "%s:%s rows %lld..%lld (fit %s)", j->data_file, j->dataset,
                  (long long)s->row_start, (long long)(s->row_start + s->row_len - 1), s->name);
-        int st = cache_load(g, &dc, s, what, msg, msglen);
+        int data_bad = 0;
+        int st = cache_load(g, &dc, s, what, &data_bad, msg, msglen);
+        if (st && data_bad) { /* this window's data: the fit fails, the others go on */
+            fit_failed(g, s, msg, t0, &w);
+            continue;
+        }
         if (st) {
             status = GROUP_ERROR + st;
             break;
@@ -788,6 +983,11 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         st = ghf_em_fit(g->gcomm, dc.be, data->d, &eo, &out.em, msg, msglen);
         if (have_init) ghf_params_free(&init);
         if (have_rstate) ghf_em_state_free(&rstate);
+        if (st == GHF_EXIT_USAGE) { /* e.g. a warm start this window cannot use */
+            ghf_fit_out_free(&out);
+            fit_failed(g, s, msg, t0, &w);
+            continue;
+        }
         if (st) {
             char tmp[1024];
             snprintf(tmp, sizeof tmp, "fit %s: %s", s->name, msg);
@@ -822,10 +1022,12 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
             deliver_record(g, s->index, &rec);
         }
         ghf_fit_out_free(&out);
-        if (g->wrank == 0) coll_poll(g->coll);
+        group_tick(g);
     }
     ghf_params_free(&w.t);
     cache_free(&dc);
+    free(done_k);
+    free(run_k);
     return status;
 }
 
@@ -855,6 +1057,7 @@ static void write_result(collector *c, const char *backend, int world_size, int 
         }
         const int rc = ghf_h5_out_add_fit(w, &r.r, err, errlen);
         ghf_rec_free(&r);
+        ghf_live_beat_all(c->live); /* the others wait for the end: rank 0 is alive */
         if (rc) {
             ghf_h5_out_abort(w);
             *st = GHF_EXIT_RUNTIME;
@@ -884,10 +1087,194 @@ static void print_table(collector *c)
         s->n_iter = r.r.n_iter;
         s->converged = r.r.converged;
         s->seconds = r.r.elapsed_s;
+        snprintf(s->status, sizeof s->status, "%s", r.r.status);
         ghf_rec_free(&r);
     }
     ghf_summary_print(stdout, rows, n, GHF_SORT_NONE);
     free(rows);
+}
+
+/* ---------------------------------------------------------------------------
+ * The collector's life: start (with the finished fits of a resumed
+ * checkpoint), the end of the run, and cleaning up.
+ * ------------------------------------------------------------------------- */
+
+/* a deep copy of a running fit's state (0, or -1 when out of memory) */
+static int run_copy(ghf_ckpt_run *dst, const ghf_ckpt_run *src)
+{
+    const size_t np = (size_t)ghf_ckpt_param_len(src->d);
+    *dst = *src;
+    dst->cur = malloc(np * sizeof(double));
+    dst->prev = malloc(np * sizeof(double));
+    dst->trace = malloc((size_t)(src->iter > 0 ? src->iter : 1) * sizeof(double));
+    if (!dst->cur || !dst->prev || !dst->trace) {
+        ghf_ckpt_run_clear(dst);
+        return -1;
+    }
+    memcpy(dst->cur, src->cur, np * sizeof(double));
+    memcpy(dst->prev, src->prev, np * sizeof(double));
+    if (src->iter > 0) memcpy(dst->trace, src->trace, (size_t)src->iter * sizeof(double));
+    return 0;
+}
+
+static void coll_init(collector *c, MPI_Comm comm, const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int G,
+                      const int *group_of, const ghf_ckpt *resume, const ghf_ckpt_id *cid)
+{
+    c->comm = comm;
+    c->job = j;
+    c->specs = specs;
+    c->n_specs = n_specs;
+    c->G = G;
+    c->rec = calloc((size_t)n_specs, sizeof *c->rec);
+    c->rec_len = calloc((size_t)n_specs, sizeof *c->rec_len);
+    c->running = calloc((size_t)G, sizeof *c->running);
+    c->group_status = malloc((size_t)G * sizeof(int));
+    c->group_msg = calloc((size_t)G, sizeof(char *));
+    if (j->checkpoint) c->pending = malloc((size_t)n_specs * sizeof(int));
+    for (int i = 0; i < G; i++) c->group_status[i] = -1;
+    c->last_write = -1e300;
+    c->resume = resume;
+    ghf_ckpt_set_id(&c->file, cid);
+    if (!resume) return;
+    for (int k = 0; k < resume->n_done; k++) {
+        const int pos = spec_pos(specs, n_specs, resume->done_index[k]);
+        if (pos < 0 || c->rec[pos]) continue;
+        const size_t nb = (size_t)(resume->done_off[k + 1] - resume->done_off[k]);
+        c->rec[pos] = malloc(nb + 1);
+        memcpy(c->rec[pos], resume->done_blob + resume->done_off[k], nb);
+        c->rec_len[pos] = nb;
+        c->n_rec++;
+        coll_note_failed(c, pos);
+        /* already in the log being continued; else they go into a new one */
+        if (!resume->log_name && c->pending) c->pending[c->n_pending++] = pos;
+    }
+    /* the unfinished fits, until their groups report newer states: a stop
+     * before that keeps them in the next checkpoint */
+    for (int k = 0; k < resume->n_run; k++) {
+        const int pos = spec_pos(specs, n_specs, resume->run[k].index);
+        if (pos < 0 || c->rec[pos] || c->running[group_of[pos]].d > 0) continue;
+        run_copy(&c->running[group_of[pos]], &resume->run[k]);
+    }
+}
+
+/* After every group has reported: the result file, or the checkpoint after
+ * a stop.  Returns the exit status (message in err). */
+static int coll_finish(collector *c, int size, double t0, char *err, size_t errlen)
+{
+    const ghf_job *j = c->job;
+    int st = 0, n_err = 0, n_stop = 0;
+    for (int i = 0; i < c->G; i++) {
+        if (c->group_status[i] >= GROUP_ERROR) {
+            if (!n_err) {
+                snprintf(err, errlen, "%s", c->group_msg[i] ? c->group_msg[i] : "a group failed");
+                st = c->group_status[i] - GROUP_ERROR;
+            }
+            n_err++;
+        }
+        if (c->group_status[i] == GROUP_STOPPED) n_stop++;
+    }
+    if (n_err) return st == GHF_EXIT_USAGE ? st : GHF_EXIT_RUNTIME;
+    if (c->n_rec == c->n_specs) {
+        const char *bk = j->backend;
+        ghf_unpack u = {c->rec[0], c->rec_len[0], 0, 0};
+        ghf_rec r0;
+        char bkbuf[16];
+        if (ghf_rec_unpack(&u, &r0) == 0) {
+            snprintf(bkbuf, sizeof bkbuf, "%s", r0.r.backend ? r0.r.backend : j->backend);
+            bk = bkbuf;
+            ghf_rec_free(&r0);
+        }
+        const double tw = MPI_Wtime();
+        write_result(c, bk, size, &st, err, errlen);
+        if (st) return st;
+        const double t_end = MPI_Wtime();
+        print_table(c);
+        if (!j->quiet)
+            printf("wrote %s (%d fits) in %.2f s: fits %.2f s, result file %.2f s\n", j->out, c->n_specs, t_end - t0,
+                   tw - t0, t_end - tw);
+        if (j->checkpoint) {
+            ghf_ckpt_log_close(c->log);
+            c->log = NULL;
+            ghf_ckpt_remove(j->checkpoint);
+        }
+        if (c->n_failed == 0) return 0;
+        ghf_unpack u1 = {c->rec[c->first_failed], c->rec_len[c->first_failed], 0, 0};
+        ghf_rec r1;
+        const int have = ghf_rec_unpack(&u1, &r1) == 0;
+        snprintf(err, errlen, "%d of %d fits failed (their status in %s starts with 'failed:'); the first: %s: %.600s",
+                 c->n_failed, c->n_specs, j->out, c->specs[c->first_failed].name,
+                 !have ? "?" : strncmp(r1.r.status, "failed: ", 8) == 0 ? r1.r.status + 8 : r1.r.status);
+        if (have) ghf_rec_free(&r1);
+        return GHF_EXIT_SOME_FAILED;
+    }
+    if (!n_stop) {
+        snprintf(err, errlen, "internal: %d of %d fits finished", c->n_rec, c->n_specs);
+        return GHF_EXIT_RUNTIME;
+    }
+    if (!j->checkpoint) {
+        snprintf(err, errlen,
+                 "stopped on a signal with %d of %d fits finished (no checkpoint file was requested; nothing written)",
+                 c->n_rec, c->n_specs);
+        return GHF_EXIT_CHECKPOINT;
+    }
+    char e2[1024];
+    if (coll_write_ckpt(c, 1, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "stopped on a signal, but the checkpoint could not be written: %.900s", e2);
+        return GHF_EXIT_RUNTIME;
+    }
+    snprintf(err, errlen, "stopped on a signal with %d of %d fits finished; checkpoint written to %s (rerun with --resume)",
+             c->n_rec, c->n_specs, j->checkpoint);
+    return GHF_EXIT_CHECKPOINT;
+}
+
+static void coll_free(collector *c)
+{
+    if (c->log) {
+        ghf_ckpt_log_close(c->log);
+        /* a log that no checkpoint refers to is of no use: not left behind */
+        if (c->n_written == 0 && !(c->resume && c->resume->log_name)) {
+            char lp[4200];
+            ghf_ckpt_log_path(c->job->checkpoint, lp, sizeof lp);
+            if (ghf_ckpt_log_is_ours(lp)) unlink(lp);
+        }
+    }
+    for (int i = 0; i < c->n_specs; i++) free(c->rec[i]);
+    for (int i = 0; i < c->G; i++) {
+        ghf_ckpt_run_clear(&c->running[i]);
+        free(c->group_msg[i]);
+    }
+    free(c->rec);
+    free(c->rec_len);
+    free(c->running);
+    free(c->group_status);
+    free(c->group_msg);
+    free(c->pending);
+    ghf_ckpt_free(&c->file);
+}
+
+/* The end of the point-to-point traffic: every rank waits (watching the
+ * others, liveness.h) for rank 0's "final" message, after which rank 0
+ * sends nothing more; the heartbeats still in flight are completed.  Then
+ * the status can be broadcast: every rank is there. */
+static void final_handshake(group_ctx *g, int size)
+{
+    static const char byte = 0;
+    if (g->wrank == 0) {
+        MPI_Request *req = malloc((size_t)size * sizeof *req);
+        if (!req) ghf_live_mpi(g->live, MPI_ERR_NO_MEM, "the final message");
+        for (int r = 1; r < size; r++)
+            ghf_live_mpi(g->live, MPI_Isend(&byte, 1, MPI_BYTE, r, TAG_FINAL, g->pcomm, &req[r]), "the final message");
+        for (int r = 1; r < size; r++) ghf_live_wait(g->live, &req[r], -1);
+        free(req);
+    } else {
+        MPI_Status ms;
+        ghf_live_expect(g->live, 0, 1);
+        ghf_live_probe(g->live, 0, &ms);
+        char b;
+        ghf_live_mpi(g->live, MPI_Recv(&b, 1, MPI_BYTE, 0, TAG_FINAL, g->pcomm, MPI_STATUS_IGNORE), "the final message");
+        ghf_live_expect(g->live, 0, 0);
+    }
+    ghf_live_flush(g->live);
 }
 
 int ghf_cmd_run(int argc, char **argv)
@@ -908,7 +1295,6 @@ int ghf_cmd_run(int argc, char **argv)
         ghf_job_free(&job);
         return st;
     }
-    ghf_install_stop_handlers();
     const double t0 = MPI_Wtime();
     char err[1024] = "";
     /* the data and its shape, then the outputs (rank 0, broadcast) */
@@ -954,8 +1340,10 @@ int ghf_cmd_run(int argc, char **argv)
     memset(&g, 0, sizeof g);
     MPI_Comm_split(world, group, rank, &g.gcomm);
     MPI_Comm_dup(world, &g.pcomm);
+    g.live = ghf_live_create(world, g.pcomm);
     g.wrank = rank;
     g.group = group;
+    g.d = d;
     g.job = &job;
     g.iter_sleep_ms = ghf_ckpt_test_iter_sleep_ms();
     MPI_Comm_rank(g.gcomm, &g.grank);
@@ -969,10 +1357,17 @@ int ghf_cmd_run(int argc, char **argv)
 
     /* identity, resume */
     char *cfg = ghf_job_config_text(&job);
-    const ghf_ckpt_id cid = {"run", job.data_file, job.dataset, n_rows, d, ghf_job_hash(&job), n_specs, cfg};
+    ghf_ckpt_id cid = {"run", job.data_file, job.dataset, n_rows, d, ghf_job_hash(&job), n_specs, cfg, 0, 0};
     ghf_ckpt resume;
     memset(&resume, 0, sizeof resume);
     int have_resume = 0;
+    if (job.checkpoint) {
+        st = ghf_ckpt_id_fingerprint(world, &cid, err, sizeof err);
+        if (st) {
+            ghf_error0("%s", err);
+            goto cleanup;
+        }
+    }
     if (job.resume) {
         st = ghf_ckpt_load(world, job.checkpoint, &cid, &resume, err, sizeof err);
         if (st) {
@@ -984,39 +1379,19 @@ int ghf_cmd_run(int argc, char **argv)
     collector coll;
     memset(&coll, 0, sizeof coll);
     if (rank == 0) {
-        coll.comm = g.pcomm;
-        coll.job = &job;
-        coll.specs = specs;
-        coll.n_specs = n_specs;
-        coll.G = G;
-        coll.rec = calloc((size_t)n_specs, sizeof *coll.rec);
-        coll.rec_len = calloc((size_t)n_specs, sizeof *coll.rec_len);
-        coll.running = calloc((size_t)G, sizeof *coll.running);
-        coll.group_status = malloc((size_t)G * sizeof(int));
-        coll.group_msg = calloc((size_t)G, sizeof(char *));
-        for (int i = 0; i < G; i++) coll.group_status[i] = -1;
-        coll.last_write = -1e300;
-        ghf_ckpt_set_id(&coll.file, &cid);
+        coll_init(&coll, g.pcomm, &job, specs, n_specs, G, group_of, have_resume ? &resume : NULL, &cid);
+        coll.live = g.live;
+        coll.world_size = size;
+        for (int k = 1; k < G; k++) ghf_live_expect(g.live, (int)(((int64_t)k * size + G - 1) / G), 1); /* leaders */
         g.coll = &coll;
         if (!job.quiet)
             printf("ghfit %s: run %s: %d fit%s (of %d) of %s:%s (%lld x %d) on %d rank%s: %d group%s of %d%s rank%s\n",
                    GHFIT_VERSION, job.source, n_specs, n_specs == 1 ? "" : "s", n_total, job.data_file, job.dataset,
                    (long long)n_rows, d, size, size == 1 ? "" : "s", G, G == 1 ? "" : "s", size / G,
                    size % G ? "+" : "", size / G == 1 && size % G == 0 ? "" : "s");
-        if (have_resume) {
-            for (int k = 0; k < resume.n_done; k++) {
-                const int pos = spec_pos(specs, n_specs, resume.done_index[k]);
-                if (pos < 0 || coll.rec[pos]) continue;
-                const size_t nb = (size_t)(resume.done_off[k + 1] - resume.done_off[k]);
-                coll.rec[pos] = malloc(nb + 1);
-                memcpy(coll.rec[pos], resume.done_blob + resume.done_off[k], nb);
-                coll.rec_len[pos] = nb;
-                coll.n_rec++;
-            }
-            if (!job.quiet)
-                printf("resuming from %s: %d fit%s finished, %d in progress\n", job.checkpoint, coll.n_rec,
-                       coll.n_rec == 1 ? "" : "s", resume.n_run);
-        }
+        if (have_resume && !job.quiet)
+            printf("resuming from %s: %d fit%s finished, %d in progress\n", job.checkpoint, coll.n_rec,
+                   coll.n_rec == 1 ? "" : "s", resume.n_run);
         fflush(stdout);
     }
 
@@ -1027,92 +1402,26 @@ int ghf_cmd_run(int argc, char **argv)
     /* rank 0: wait for every group, then write the result or the checkpoint */
     st = 0;
     if (rank == 0) {
-        while (coll.n_groups_done < G) {
-            MPI_Status ms;
-            MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, coll.comm, &ms);
-            coll_handle(&coll, &ms);
+        for (int k = 0; coll.n_groups_done < G;) {
+            if (coll_poll(&coll) > 0) k = 0;
+            else ghf_live_nap(&k);
         }
-        int n_err = 0, n_stop = 0;
-        for (int i = 0; i < G; i++) {
-            if (coll.group_status[i] >= GROUP_ERROR) {
-                if (!n_err) {
-                    snprintf(err, sizeof err, "%s", coll.group_msg[i] ? coll.group_msg[i] : "a group failed");
-                    st = coll.group_status[i] - GROUP_ERROR;
-                }
-                n_err++;
-            }
-            if (coll.group_status[i] == GROUP_STOPPED) n_stop++;
-        }
-        if (n_err) {
-            if (st != GHF_EXIT_USAGE) st = GHF_EXIT_RUNTIME;
-        } else if (coll.n_rec == n_specs) {
-            const char *bk = job.backend;
-            ghf_unpack u = {coll.rec[0], coll.rec_len[0], 0, 0};
-            ghf_rec r0;
-            char bkbuf[16];
-            if (ghf_rec_unpack(&u, &r0) == 0) {
-                snprintf(bkbuf, sizeof bkbuf, "%s", r0.r.backend ? r0.r.backend : job.backend);
-                bk = bkbuf;
-                ghf_rec_free(&r0);
-            }
-            const double tw = MPI_Wtime();
-            write_result(&coll, bk, size, &st, err, sizeof err);
-            if (!st) {
-                const double t_end = MPI_Wtime();
-                print_table(&coll);
-                if (!job.quiet)
-                    printf("wrote %s (%d fits) in %.2f s: fits %.2f s, result file %.2f s\n", job.out, n_specs,
-                           t_end - t0, tw - t0, t_end - tw);
-                if (job.checkpoint) ghf_ckpt_remove(job.checkpoint);
-            }
-        } else if (n_stop) {
-            if (job.checkpoint) {
-                coll.ckpt_failed = 0;
-                coll_write_ckpt(&coll, 1);
-                if (coll.ckpt_failed) {
-                    st = GHF_EXIT_RUNTIME;
-                    snprintf(err, sizeof err, "stopped on a signal, but the checkpoint %s could not be written",
-                             job.checkpoint);
-                } else {
-                    st = GHF_EXIT_CHECKPOINT;
-                    snprintf(err, sizeof err,
-                             "stopped on a signal with %d of %d fits finished; checkpoint written to %s (rerun with --resume)",
-                             coll.n_rec, n_specs, job.checkpoint);
-                }
-            } else {
-                st = GHF_EXIT_CHECKPOINT;
-                snprintf(err, sizeof err,
-                         "stopped on a signal with %d of %d fits finished (no checkpoint file was requested; nothing written)",
-                         coll.n_rec, n_specs);
-            }
-        } else {
-            st = GHF_EXIT_RUNTIME;
-            snprintf(err, sizeof err, "internal: %d of %d fits finished", coll.n_rec, n_specs);
-        }
+        st = coll_finish(&coll, size, t0, err, sizeof err);
         fflush(stdout);
     }
+    final_handshake(&g, size);
     ghf_bcast_status(world, &st, err, sizeof err);
-    if (st) ghf_error0("%s", err);
+    if (st == GHF_EXIT_CHECKPOINT) ghf_note0("%s", err); /* a planned stop */
+    else if (st) ghf_error0("%s", err);
 
-    if (rank == 0) {
-        for (int i = 0; i < n_specs; i++) free(coll.rec[i]);
-        for (int i = 0; i < G; i++) {
-            ghf_ckpt_run_clear(&coll.running[i]);
-            free(coll.group_msg[i]);
-        }
-        free(coll.rec);
-        free(coll.rec_len);
-        free(coll.running);
-        free(coll.group_status);
-        free(coll.group_msg);
-        ghf_ckpt_free(&coll.file);
-    }
+    if (rank == 0) coll_free(&coll);
 cleanup:
     if (have_resume) ghf_ckpt_free(&resume);
     free(cfg);
     free(group_of);
     free(mine);
     free(specs);
+    ghf_live_free(g.live);
     MPI_Comm_free(&g.gcomm);
     MPI_Comm_free(&g.pcomm);
     ghf_job_free(&job);

@@ -14,9 +14,14 @@ int ghf_cmd_summary(int argc, char **argv); /* combined summary tables */
 /* Collective: rank 0's (status, message) to every rank. */
 void ghf_bcast_status(MPI_Comm comm, int *status, char *msg, size_t len);
 
-/* SIGUSR1 / SIGTERM set this flag (async-signal-safe); the EM loop turns it
- * into a collective stop at the next iteration boundary. */
+/* SIGUSR1 / SIGTERM set this flag to the signal's number (async-signal-safe);
+ * the EM loop turns it into a collective stop at the next iteration boundary.
+ * main installs the handlers as its first instruction, so a request that
+ * arrives during start-up (MPI_Init, reading the data) is honoured once
+ * start-up is done.  Commands that cannot stop cleanly (generate, summary)
+ * release them: the default action again, and a pending signal is re-raised. */
 extern volatile sig_atomic_t ghf_stop_requested;
 void ghf_install_stop_handlers(void);
+void ghf_release_stop_handlers(void);
 
 #endif

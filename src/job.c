@@ -334,6 +334,38 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     return perr(c, v, "internal: key '%s' not handled", key);
 }
 
+/* libyaml's scanner takes time quadratic in the nesting depth of flow
+ * collections (minutes at depth 300,000), so the depth is checked first with
+ * the event parser, which stops at the first collection too deep.  Syntax
+ * errors are left to the document loader (same position, same cost). */
+static int check_depth(const char *text, size_t len, const char *src, char *err, size_t errlen)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) {
+        snprintf(err, errlen, "%s: cannot initialise the YAML parser", src);
+        return 2;
+    }
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int depth = 0, rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        const yaml_event_type_t t = ev.type;
+        const unsigned long line = (unsigned long)ev.start_mark.line + 1;
+        yaml_event_delete(&ev);
+        if (t == YAML_STREAM_END_EVENT) break;
+        if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) depth--;
+        if ((t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) && ++depth > GHF_JOB_MAX_DEPTH) {
+            snprintf(err, errlen, "%s:%lu: lists or mappings nested deeper than %d levels (the limit of a job file)",
+                     src, line, GHF_JOB_MAX_DEPTH);
+            rc = 2;
+            break;
+        }
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, char *err, size_t errlen)
 {
     ghf_job_defaults(j);
@@ -341,6 +373,16 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
     yaml_parser_t parser;
     yaml_document_t doc;
     pctx c = {&doc, j->source, err, errlen};
+    if (!j->source) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    if (len > GHF_JOB_MAX_BYTES) {
+        snprintf(err, errlen, "%s: the job file has %zu bytes, more than the limit of %d (1 MiB)", c.src, len,
+                 GHF_JOB_MAX_BYTES);
+        return 2;
+    }
+    if (check_depth(text, len, c.src, err, errlen)) return 2;
     if (!yaml_parser_initialize(&parser)) {
         snprintf(err, errlen, "%s: cannot initialise the YAML parser", c.src);
         return 2;
@@ -554,15 +596,37 @@ uint64_t ghf_job_hash(const ghf_job *j)
  * Sweep expansion
  * ------------------------------------------------------------------------- */
 
-void ghf_fit_spec_name(const ghf_fit_spec *s, char *buf, size_t len)
+void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN])
 {
-    char p[48] = "", w[24] = "";
-    if (s->family == GHF_FAMILY_GH) {
-        if (s->fix_p) snprintf(p, sizeof p, "_p%g", s->p);
-        else snprintf(p, sizeof p, "_pfree");
+    int clash[GHF_JOB_MAX_AXIS] = {0};
+    for (int i = 0; i < n; i++) snprintf(lab[i], GHF_JOB_LABEL_LEN, "%g", v[i]);
+    for (int i = 0; i < n && i < GHF_JOB_MAX_AXIS; i++)
+        for (int j = 0; j < n; j++) clash[i] |= j != i && v[j] != v[i] && strcmp(lab[i], lab[j]) == 0;
+    /* values that print alike with %g: more digits, the fewest that tell them apart */
+    for (int i = 0; i < n && i < GHF_JOB_MAX_AXIS; i++) {
+        if (!clash[i]) continue;
+        char mine[GHF_JOB_LABEL_LEN];
+        for (int prec = 7; prec <= 17; prec++) {
+            snprintf(mine, sizeof mine, "%.*g", prec, v[i]);
+            int same = 0;
+            for (int j = 0; j < n && !same; j++) {
+                char other[GHF_JOB_LABEL_LEN];
+                snprintf(other, sizeof other, "%.*g", prec, v[j]);
+                same = j != i && v[j] != v[i] && strcmp(mine, other) == 0;
+            }
+            if (!same) break;
+        }
+        snprintf(lab[i], GHF_JOB_LABEL_LEN, "%s", mine);
     }
+}
+
+/* the name of a fit from its axis labels; its length (may exceed len - 1) */
+static int spec_name(const ghf_fit_spec *s, const char *plab, const char *tlab, char *buf, size_t len)
+{
+    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "";
+    if (s->family == GHF_FAMILY_GH) snprintf(p, sizeof p, "_p%.*s", GHF_JOB_LABEL_LEN - 1, s->fix_p ? plab : "free");
     if (s->window >= 0) snprintf(w, sizeof w, "_w%06d", s->window);
-    snprintf(buf, len, "%s%s_tol%g_s%lld%s", ghf_family_name(s->family), p, s->tol, (long long)s->seed, w);
+    return snprintf(buf, len, "%s%s_tol%s_s%lld%s", ghf_family_name(s->family), p, tlab, (long long)s->seed, w);
 }
 
 int ghf_parse_slice(const char *s, int *k, int *n)
@@ -576,6 +640,46 @@ int ghf_parse_slice(const char *s, int *k, int *n)
     if (ghf_parse_int(buf, &kk) || ghf_parse_int(c + 1, &nn) || nn < 1 || kk < 0 || kk >= nn) return -1;
     *k = kk;
     *n = nn;
+    return 0;
+}
+
+/* Every fit name distinct and at most 63 characters long: the labels of an
+ * axis differ (ghf_axis_labels), and the longest combination fits.  0, or 2
+ * naming the values. */
+static int names_check(const ghf_job *j, int64_t nwin, char (*plab)[GHF_JOB_LABEL_LEN],
+                       char (*tlab)[GHF_JOB_LABEL_LEN], char *err, size_t errlen)
+{
+    const char *src = j->source ? j->source : "job";
+    for (int a = 0; a < j->n_tol; a++)
+        for (int b = a + 1; b < j->n_tol; b++)
+            if (!strcmp(tlab[a], tlab[b])) {
+                snprintf(err, errlen, "%s: tol: the values %.17g and %.17g give the same fit name (tol%s)", src,
+                         j->tol[a], j->tol[b], tlab[a]);
+                return 2;
+            }
+    for (int a = 0; a < j->n_p; a++)
+        for (int b = a + 1; b < j->n_p; b++)
+            if (j->p[a].fixed && j->p[b].fixed && !strcmp(plab[a], plab[b])) {
+                snprintf(err, errlen, "%s: p: the values %.17g and %.17g give the same fit name (p%s)", src,
+                         j->p[a].value, j->p[b].value, plab[a]);
+                return 2;
+            }
+    for (int f = 0; f < j->n_family; f++)
+        for (int pi = 0; pi < (j->family[f] == GHF_FAMILY_GH ? j->n_p : 1); pi++)
+            for (int ti = 0; ti < j->n_tol; ti++)
+                for (int si = 0; si < j->n_seed; si++) {
+                    ghf_fit_spec s = {0};
+                    s.family = j->family[f];
+                    s.fix_p = s.family == GHF_FAMILY_GH && j->p[pi].fixed;
+                    s.seed = j->seed[si];
+                    s.window = j->has_windows ? (int)(nwin - 1) : -1;
+                    char buf[256];
+                    if (spec_name(&s, plab[pi], tlab[ti], buf, sizeof buf) > 63) {
+                        snprintf(err, errlen, "%s: the fit name %s (p %s, tol %.17g, seed %lld) is longer than 63 characters",
+                                 src, buf, s.fix_p ? plab[pi] : "free", j->tol[ti], (long long)s.seed);
+                        return 2;
+                    }
+                }
     return 0;
 }
 
@@ -630,6 +734,13 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
         snprintf(err, errlen, "%s: the sweep has %lld fits (at most 10,000,000)", src, (long long)total);
         return 2;
     }
+    /* the axes' labels in fit names; every name must fit in 63 characters */
+    char plab[GHF_JOB_MAX_AXIS][GHF_JOB_LABEL_LEN], tlab[GHF_JOB_MAX_AXIS][GHF_JOB_LABEL_LEN];
+    double pv[GHF_JOB_MAX_AXIS];
+    for (int i = 0; i < j->n_p; i++) pv[i] = j->p[i].fixed ? j->p[i].value : NAN;
+    ghf_axis_labels(pv, j->n_p, plab);
+    ghf_axis_labels(j->tol, j->n_tol, tlab);
+    if (names_check(j, nwin, plab, tlab, err, errlen)) return 2;
     ghf_fit_spec *out = calloc((size_t)(total / j->slice_n + 1), sizeof *out);
     if (!out) {
         snprintf(err, errlen, "out of memory");
@@ -660,7 +771,7 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
                             s->row_start = d0;
                             s->row_len = dlen;
                         }
-                        ghf_fit_spec_name(s, s->name, sizeof s->name);
+                        spec_name(s, plab[pi], tlab[ti], s->name, sizeof s->name);
                     }
     }
     if (ns == 0) {

@@ -14,6 +14,8 @@
 #define GHF_JOB_MAX_AXIS 64          /* values per sweep axis */
 #define GHF_JOB_DEFAULT_ROWS_PER_RANK 200000
 #define GHF_JOB_DEFAULT_CKPT_EVERY 50
+#define GHF_JOB_MAX_BYTES (1 << 20)  /* a job file is at most 1 MiB */
+#define GHF_JOB_MAX_DEPTH 16         /* lists and mappings nested at most this deep */
 
 /* One value of the p axis: free (estimated) or held fixed. */
 typedef struct ghf_job_p {
@@ -58,7 +60,8 @@ void ghf_job_free(ghf_job *j);
 
 /* Parse job text (YAML).  `source` names the file in messages.  Returns 0, or
  * 2 with ONE line "source:LINE: message" in err (unknown keys, malformed
- * values, YAML syntax errors). */
+ * values, YAML syntax errors, more than GHF_JOB_MAX_BYTES bytes, nesting
+ * deeper than GHF_JOB_MAX_DEPTH). */
 int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, char *err, size_t errlen);
 
 /* Checks that need every key and override applied (required keys, ranges).
@@ -91,12 +94,19 @@ typedef struct ghf_fit_spec {
 
 /* Expand the axes (order: family, p, tol, seed, window: windows innermost)
  * for a data set of n_rows rows, keeping only this job's slice.  *specs is
- * malloc'd.  Returns 0 or 2 with a message (window outside the data, no fit). */
+ * malloc'd.  Returns 0 or 2 with a message (window outside the data, no fit,
+ * fit names that collide or are too long). */
 int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *n_specs,
                    int *n_total, char *err, size_t errlen);
 
-/* The stable name of a fit, e.g. gh_pfree_tol1e-08_s1_w000012. */
-void ghf_fit_spec_name(const ghf_fit_spec *s, char *buf, size_t len);
+/* The labels of an axis's values in fit names (fit names look like
+ * gh_pfree_tol1e-08_s1_w000012): "%g", except for values that print alike
+ * with %g, which get the fewest more significant digits (up to 17) that tell
+ * them apart (tol 1e-08 and 1.0000001e-08: "1e-08" and "1.0000001e-08").
+ * ghf_job_expand refuses a job whose names would still collide or be longer
+ * than 63 characters (exit 2). */
+#define GHF_JOB_LABEL_LEN 32
+void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN]);
 
 /* Parse "K/N" (0 <= K < N). 0 on success. */
 int ghf_parse_slice(const char *s, int *k, int *n);

@@ -1,9 +1,11 @@
 /* main.c - the ghfit program: subcommand dispatch, MPI start and end. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "commands.h"
 #include "em.h"
 #include "ghf_version.h"
@@ -27,13 +29,26 @@ static void usage(FILE *f)
             "relative on ordinary data.  'ghfit CMD --help' lists every option of CMD.\n"
             "\n"
             "exit status: 0 done (the fit's status is in the result file), 1 run-time failure,\n"
-            "2 bad input or usage, 75 stopped on SIGUSR1/SIGTERM after writing a checkpoint (resubmit).\n"
+            "2 bad input or usage, 3 (run) finished but some fits failed (status 'failed: ...'),\n"
+            "75 stopped on SIGUSR1/SIGTERM after writing a checkpoint (resubmit).\n"
             "backends compiled in: %s\n",
             GHFIT_VERSION, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER, ghf_backends_compiled());
 }
 
+/* fit and run turn SIGUSR1/SIGTERM into a clean stop; the others keep the default action */
+static int stoppable(const char *cmd) { return cmd && (strcmp(cmd, "fit") == 0 || strcmp(cmd, "run") == 0); }
+
 int main(int argc, char **argv)
 {
+    /* First: a stop requested from here on is kept and honoured once start-up is
+     * done (a Slurm --signal=USR1@T can arrive during MPI_Init on a short job). */
+    ghf_install_stop_handlers();
+    /* The log of a batch job must follow the run: flush every line. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* test hook: a start-up slow enough to be signalled in (tests/faults_signals.sh) */
+    const char *ss = getenv("GHFIT_TEST_STARTUP_SLEEP");
+    if (ss) ghf_sleep_ms(atoi(ss));
+    if (!stoppable(argc >= 2 ? argv[1] : NULL)) ghf_release_stop_handlers();
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0)) {
         printf("ghfit %s (git %s)\nbackends: %s\n", GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_backends_compiled());
         return 0;
@@ -45,6 +60,7 @@ int main(int argc, char **argv)
     ghf_set_command_line(argc, argv);
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (stoppable(argv[1])) ghf_install_stop_handlers(); /* again, should MPI_Init have replaced them */
     int rc;
     const char *cmd = argv[1];
     if (strcmp(cmd, "fit") == 0) rc = ghf_cmd_fit(argc - 1, argv + 1);

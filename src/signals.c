@@ -8,19 +8,28 @@ volatile sig_atomic_t ghf_stop_requested = 0;
 
 static void on_stop(int sig)
 {
-    (void)sig;
-    ghf_stop_requested = 1;
+    ghf_stop_requested = sig; /* nonzero: the signal's number */
 }
 
-void ghf_install_stop_handlers(void)
+static void set_handler(void (*h)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
+    sa.sa_handler = h;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Idempotent: main calls it first thing; a request that arrived earlier is kept. */
+void ghf_install_stop_handlers(void) { set_handler(on_stop); }
+
+void ghf_release_stop_handlers(void)
+{
+    set_handler(SIG_DFL);
+    const int sig = ghf_stop_requested;
+    if (sig) raise(sig);
 }
 
 void ghf_bcast_status(MPI_Comm comm, int *status, char *msg, size_t len)

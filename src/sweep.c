@@ -308,7 +308,8 @@ void ghf_summary_print(FILE *f, ghf_summary_row *rows, int n, ghf_sort_key key)
             const double v = key == GHF_SORT_AIC ? s->aic : key == GHF_SORT_BIC ? s->bic : s->loglik;
             fprintf(f, " %12.4f", key == GHF_SORT_LOGLIK ? best - v : v - best);
         }
-        fprintf(f, " %6d %4s %9.3f\n", s->n_iter, s->converged ? "yes" : "no", s->seconds);
+        const int failed = strncmp(s->status, "failed", 6) == 0;
+        fprintf(f, " %6d %4s %9.3f\n", s->n_iter, failed ? "fail" : s->converged ? "yes" : "no", s->seconds);
     }
     fflush(f);
 }

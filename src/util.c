@@ -80,16 +80,31 @@ static int world_rank(void)
     return r;
 }
 
-void ghf_error0(const char *fmt, ...)
+/* stdout first, so that a log with both streams keeps their order */
+static void vmsg0(const char *prefix, const char *fmt, va_list ap)
 {
     if (world_rank() != 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ghfit: error: ", stderr);
+    fflush(stdout);
+    fputs(prefix, stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
-    va_end(ap);
     fflush(stderr);
+}
+
+void ghf_error0(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg0("ghfit: error: ", fmt, ap);
+    va_end(ap);
+}
+
+void ghf_note0(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg0("ghfit: note: ", fmt, ap);
+    va_end(ap);
 }
 
 void ghf_print0(const char *fmt, ...)

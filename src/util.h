@@ -11,6 +11,7 @@
 #define GHF_EXIT_OK 0
 #define GHF_EXIT_RUNTIME 1     /* a failure at run time (I/O error, numerical failure) */
 #define GHF_EXIT_USAGE 2       /* bad input or usage: options, files, datasets, values */
+#define GHF_EXIT_SOME_FAILED 3 /* `ghfit run` finished and wrote its result, but some fits failed */
 #define GHF_EXIT_CHECKPOINT 75 /* stopped on SIGUSR1/SIGTERM after writing a checkpoint: resubmit */
 
 /* Strict parsers: the whole string must be a finite number.  0 on success. */
@@ -22,6 +23,8 @@ int ghf_parse_vec(const char *s, int n, double *out);
 
 /* printf to stderr on rank 0 of MPI_COMM_WORLD, prefixed "ghfit: error: " and newline-terminated. */
 void ghf_error0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with "ghfit: note: ": a planned stop (exit status 75) is not an error. */
+void ghf_note0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* printf to stdout on rank 0 of MPI_COMM_WORLD */
 void ghf_print0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -376,9 +376,10 @@ static void test_writer(void)
     CHECK(ds >= 0, "/summary");
     if (ds >= 0) {
         hid_t t = H5Dget_type(ds);
-        const char *fields[] = {"name", "family", "n", "d", "loglik", "aic", "bic", "n_iter", "converged", "seconds"};
-        CHECK(H5Tget_class(t) == H5T_COMPOUND && H5Tget_nmembers(t) == 10, "/summary type");
-        for (int i = 0; i < 10; i++) CHECK(H5Tget_member_index(t, fields[i]) >= 0, "/summary field %s", fields[i]);
+        const char *fields[] = {"name", "family", "n", "d", "loglik", "aic", "bic", "n_iter", "converged", "seconds",
+                                "status"};
+        CHECK(H5Tget_class(t) == H5T_COMPOUND && H5Tget_nmembers(t) == 11, "/summary type");
+        for (int i = 0; i < 11; i++) CHECK(H5Tget_member_index(t, fields[i]) >= 0, "/summary field %s", fields[i]);
         H5Tclose(t);
         H5Dclose(ds);
     }
@@ -401,7 +402,8 @@ static void test_writer(void)
         const ghf_fit_record *r = recs[i];
         CHECK(!strcmp(rows[i].name, r->name) && !strcmp(rows[i].family, r->family) && rows[i].n == r->n_obs &&
                   rows[i].d == r->d && rows[i].loglik == r->loglik && rows[i].aic == r->aic && rows[i].bic == r->bic &&
-                  rows[i].n_iter == r->n_iter && rows[i].converged == r->converged && rows[i].seconds == r->elapsed_s,
+                  rows[i].n_iter == r->n_iter && rows[i].converged == r->converged && rows[i].seconds == r->elapsed_s &&
+                  !strncmp(rows[i].status, r->status, sizeof rows[i].status - 1),
               "summary row %d", i);
     }
     free(rows);

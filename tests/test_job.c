@@ -280,7 +280,7 @@ static void test_checkpoint_file(const char *dir)
     for (int i = 0; i < 4; i++) st.trace[i] = -1000.0 + i / 7.0;
     ghf_ckpt c;
     memset(&c, 0, sizeof c);
-    ghf_ckpt_id id = {"run", "/nonexistent/data.h5", "/X", 500, d, 0x1234abcdULL, 7, "a: 1\n"};
+    ghf_ckpt_id id = {"run", "/nonexistent/data.h5", "/X", 500, d, 0x1234abcdULL, 7, "a: 1\n", 0, 0};
     CHECK(ghf_ckpt_set_id(&c, &id) == 0, "set id");
     c.run = calloc(1, sizeof *c.run);
     c.n_run = 1;
@@ -359,9 +359,38 @@ static void test_checkpoint_file(const char *dir)
     ghf_params_free(&t);
 }
 
+/* Fit names: %g labels kept where they differ; more digits only where two
+ * values print alike; the job expansion names every fit apart. */
+static void test_names(void)
+{
+    const double v[4] = {1e-8, 1.0000001e-8, 1e-6, 2.5e-7};
+    char lab[4][GHF_JOB_LABEL_LEN];
+    ghf_axis_labels(v, 4, lab);
+    CHECK(!strcmp(lab[0], "1e-08") && !strcmp(lab[1], "1.0000001e-08") && !strcmp(lab[2], "1e-06") &&
+              !strcmp(lab[3], "2.5e-07"), "labels %s %s %s %s", lab[0], lab[1], lab[2], lab[3]);
+    const double w[2] = {0.123456789012, 0.123456789013};
+    ghf_axis_labels(w, 2, lab);
+    CHECK(!strcmp(lab[0], "0.123456789012") && !strcmp(lab[1], "0.123456789013"), "labels %s %s", lab[0], lab[1]);
+    const char *txt = "data: d.h5\nout: o.h5\nfamily: gh\np: [free, 0.5, 0.500000001]\ntol: [1e-8, 1.00000001e-8]\n";
+    ghf_job j;
+    char err[1024];
+    CHECK(ghf_job_parse(txt, strlen(txt), "n.yaml", &j, err, sizeof err) == 0, "parse: %s", err);
+    ghf_fit_spec *sp = NULL;
+    int ns = 0, nt = 0;
+    CHECK(ghf_job_expand(&j, 100, &sp, &ns, &nt, err, sizeof err) == 0 && ns == 6, "expand: %s", err);
+    for (int a = 0; a < ns; a++)
+        for (int b = a + 1; b < ns; b++) CHECK(strcmp(sp[a].name, sp[b].name) != 0, "same name %s", sp[a].name);
+    CHECK(ns == 6 && !strcmp(sp[0].name, "gh_pfree_tol1e-08_s1") && !strcmp(sp[1].name, "gh_pfree_tol1.00000001e-08_s1") &&
+              !strcmp(sp[2].name, "gh_p0.5_tol1e-08_s1") && !strcmp(sp[4].name, "gh_p0.500000001_tol1e-08_s1"),
+          "names %s %s %s %s", sp[0].name, sp[1].name, sp[2].name, sp[4].name);
+    free(sp);
+    ghf_job_free(&j);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
+    test_names();
     test_parse();
     test_errors();
     test_records();
