@@ -165,6 +165,7 @@ static int write_contents(hid_t f, const ghf_ckpt *c)
         }
         const hsize_t np = (hsize_t)ghf_ckpt_param_len(r->d);
         if (ghf__attr_i64(rg, "index", r->index) < 0 || ghf__attr_str(rg, "name", r->name) < 0 ||
+            (r->family[0] && ghf__attr_str(rg, "family", r->family) < 0) ||
             ghf__attr_int(rg, "iter", r->iter) < 0 || ghf__attr_int(rg, "dim", r->d) < 0 ||
             write_arr(rg, "cur", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, np, r->cur) < 0 ||
             write_arr(rg, "prev", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, np, r->prev) < 0 ||
@@ -445,6 +446,10 @@ static int read_contents(hid_t f, ghf_ckpt *c)
              read_attr_i64(rg, "iter", &it) == 0 && read_attr_i64(rg, "dim", &dd) == 0 && it >= 0 && dd >= 1;
         if (ok) {
             snprintf(r->name, sizeof r->name, "%s", name);
+            char *fam = NULL;
+            if (H5Aexists(rg, "family") > 0 && read_attr_str(rg, "family", &fam) == 0)
+                snprintf(r->family, sizeof r->family, "%s", fam);
+            free(fam);
             r->iter = (int)it;
             r->d = (int)dd;
             const int64_t np = ghf_ckpt_param_len(r->d);

@@ -57,6 +57,7 @@
 typedef struct ghf_ckpt_run {
     int64_t index;
     char name[64];
+    char family[16]; /* the family's name ("" in files without it: any GIG law) */
     int d;
     int iter;
     double *cur, *prev; /* [2d + d*d + 3] each */

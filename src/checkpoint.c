@@ -220,7 +220,7 @@ static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, 
 
 /* The first invalid value of a packed parameter set (what = "cur" or
  * "prev"; full: the model's domain too), or 0. */
-static int bad_params(const double *v, int d, const char *what, int full, char *out, size_t len)
+static int bad_params(const double *v, int d, const char *family, const char *what, int full, char *out, size_t len)
 {
     const int np = ghf_ckpt_param_len(d);
     for (int i = 0; i < np; i++) {
@@ -233,7 +233,12 @@ static int bad_params(const double *v, int d, const char *what, int full, char *
     }
     if (!full) return 0;
     const double p = v[np - 3], a = v[np - 2], b = v[np - 1];
-    if (fabs(p) > 50.0) snprintf(out, len, "%s.p = %g is outside [-50, 50]", what, p);
+    ghf_model m = {GHF_FAMILY_GH, 0, 0, 0.0};
+    const int known = family[0] && ghf_family_parse(family, &m.family) == 0;
+    char why[200];
+    if (family[0] && !known) snprintf(out, len, "family '%s' is unknown", family);
+    else if (known && !ghf_model_sub_ok(&m, d, p, a, b, why, sizeof why)) snprintf(out, len, "%s.%s", what, why);
+    else if (fabs(p) > GHF_P_MAX_ANY) snprintf(out, len, "%s.p = %g is outside [-%g, %g]", what, p, GHF_P_MAX_ANY, GHF_P_MAX_ANY);
     else if (a < 0.0 || b < 0.0 || (a == 0.0 && b == 0.0))
         snprintf(out, len, "%s.a = %g, %s.b = %g: not a GIG law (a, b >= 0, not both 0)", what, a, what, b);
     else {
@@ -260,8 +265,8 @@ static int validate(const ghf_ckpt *c, const char *path, char *err, size_t errle
         char what[256] = "";
         if (r->d != c->d) snprintf(what, sizeof what, "dim = %d, the data have %d columns", r->d, c->d);
         else if (r->iter < 0) snprintf(what, sizeof what, "iter = %d", r->iter);
-        else if (!bad_params(r->cur, r->d, "cur", 1, what, sizeof what) &&
-                 !bad_params(r->prev, r->d, "prev", 0, what, sizeof what))
+        else if (!bad_params(r->cur, r->d, r->family, "cur", 1, what, sizeof what) &&
+                 !bad_params(r->prev, r->d, r->family, "prev", 0, what, sizeof what))
             for (int k = 0; k < r->iter && !what[0]; k++)
                 if (!isfinite(r->trace[k])) snprintf(what, sizeof what, "trace[%d] = %g", k, r->trace[k]);
         if (what[0]) {
@@ -427,6 +432,7 @@ int ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int eve
     }
     k->file.n_run = 1;
     snprintf(k->file.run[0].name, sizeof k->file.run[0].name, "%s", fit_name);
+    snprintf(k->file.run[0].family, sizeof k->file.run[0].family, "%s", ghf_family_name(eo->family));
     if (!resume) return 0;
     ghf_ckpt c;
     st = ghf_ckpt_load(comm, path, id, &c, err, errlen);

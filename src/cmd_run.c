@@ -487,6 +487,9 @@ static void coll_handle(collector *c, MPI_Status *ms)
         char *nm = ghf_unpack_str(&u);
         snprintf(r.name, sizeof r.name, "%s", nm ? nm : "");
         free(nm);
+        nm = ghf_unpack_str(&u);
+        snprintf(r.family, sizeof r.family, "%s", nm ? nm : "");
+        free(nm);
         r.d = (int)ghf_unpack_i64(&u);
         r.iter = (int)ghf_unpack_i64(&u);
         int64_t k;
@@ -570,6 +573,7 @@ static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
         ghf_ckpt_run_clear(&r);
         return;
     }
+    snprintf(r.family, sizeof r.family, "%s", ghf_family_name(g->cur->family));
     if (g->wrank == 0) {
         coll_set_state(g->coll, g->group, &r, stopping);
         return;
@@ -580,6 +584,7 @@ static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
     ghf_pack_i64(&b, stopping);
     ghf_pack_i64(&b, r.index);
     ghf_pack_str(&b, r.name);
+    ghf_pack_str(&b, r.family);
     ghf_pack_i64(&b, r.d);
     ghf_pack_i64(&b, r.iter);
     ghf_pack_f64s(&b, r.cur, np);

@@ -708,6 +708,13 @@ static em_next step_plain(em_loop *L, ghf_em_result *r, int erc)
 static int start_state(em_ctx *e, ghf_em_state *st, int max_iter, ghf_em_result *r, char *err, size_t errlen)
 {
     const ghf_em_opts *o = e->o;
+    char why[256];
+    const ghf_params *given = o->resume ? &o->resume->cur : o->init;
+    if (given && !ghf_model_sub_ok(&e->model, e->d, given->p, given->a, given->b, why, sizeof why)) {
+        snprintf(err, errlen, "the %s parameters are not of this model: %s", o->resume ? "checkpoint's" : "starting",
+                 why);
+        return 2;
+    }
     if (o->resume) {
         st->iter = o->resume->iter;
         ghf_params_copy(&st->cur, &o->resume->cur);

@@ -358,6 +358,34 @@ int ghf_model_check(const ghf_model *m, int d, char *why, size_t whylen)
     return 0;
 }
 
+int ghf_model_sub_ok(const ghf_model *m, int d, double p, double a, double b, char *why, size_t whylen)
+{
+    const ghf_family_def *fd = ghf_family_get(m->family);
+    if (!fd) {
+        snprintf(why, whylen, "unknown family");
+        return 0;
+    }
+    if (fd->sub == GHF_SUB_NONE) return 1;
+    const double fp = ghf_model_fixed_p(m, d);
+    if (!isnan(fp) && p != fp) {
+        snprintf(why, whylen, "p = %.17g, the %s fit holds p = %.17g", p, fd->name, fp);
+        return 0;
+    }
+    if (!(fabs(p) <= fd->p_max)) {
+        snprintf(why, whylen, "p = %g is outside [-%g, %g]", p, fd->p_max, fd->p_max);
+        return 0;
+    }
+    const int ok = fd->sub == GHF_SUB_GAMMA      ? (b == 0.0 && a > 0.0 && p > 0.0)
+                   : fd->sub == GHF_SUB_INVGAMMA ? (a == 0.0 && b > 0.0 && p < 0.0)
+                                                 : (a >= 0.0 && b >= 0.0 && !(a == 0.0 && b == 0.0) &&
+                                                    !(a == 0.0 && p >= 0.0) && !(b == 0.0 && p <= 0.0));
+    if (!ok || !isfinite(a) || !isfinite(b)) {
+        snprintf(why, whylen, "p = %g, a = %g, b = %g is not a %s subordinator", p, a, b, fd->title);
+        return 0;
+    }
+    return 1;
+}
+
 const char *ghf_model_label(const ghf_model *m, int d, char *buf, size_t len)
 {
     const ghf_family_def *fd = ghf_family_get(m->family);

@@ -30,6 +30,9 @@ typedef enum {
     GHF_N_FAMILIES
 } ghf_family;
 
+/* The largest |p| of any family (vg and t: 1e6; gh: 50). */
+#define GHF_P_MAX_ANY 1e6
+
 /* Which part of the GIG domain the subordinator lives in. */
 typedef enum {
     GHF_SUB_GIG,      /* a > 0, b > 0 (p free or fixed) */
@@ -85,6 +88,10 @@ int ghf_model_check(const ghf_model *m, int d, char *why, size_t whylen);
 /* Number of free parameters (for AIC/BIC): mu, gamma unless symmetric, Sigma,
  * the free subordinator parameters, one scale direction removed. */
 int ghf_model_nparams(const ghf_model *m, int d);
+
+/* Whether (p, a, b) lies in the model's subordinator domain (a checkpoint's
+ * or a warm start's): 1, or 0 with the reason. */
+int ghf_model_sub_ok(const ghf_model *m, int d, double p, double a, double b, char *why, size_t whylen);
 
 /* "normal inverse Gaussian, symmetric", "generalized hyperbolic, p = 1.5 fixed" */
 const char *ghf_model_label(const ghf_model *m, int d, char *buf, size_t len);
