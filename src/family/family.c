@@ -153,6 +153,32 @@ static int nig_near_gauss(const ghf_model *m, int d, double kappa, double out[3]
 }
 
 /* ---------------------------------------------------------------------------
+ * hyp: p = (d + 1)/2 (Barndorff-Nielsen's hyperbolic law: for d = 1 the
+ * log-density is a hyperbola)
+ * ------------------------------------------------------------------------- */
+
+static double hyp_p(int d) { return 0.5 * (d + 1); }
+
+static int hyp_starts(const ghf_model *m, int d, int n_starts, uint64_t seed, double cand[16][3])
+{
+    (void)m, (void)n_starts, (void)seed;
+    cand[0][0] = hyp_p(d), cand[0][1] = 1.0, cand[0][2] = 1.0;
+    return 1;
+}
+
+static ghf_sub_status hyp_msub(const ghf_model *m, int d, const double eta[3], const double cur[3], double out[3])
+{
+    (void)m;
+    return gig_msub_fixed(hyp_p(d), eta, cur, out);
+}
+
+static int hyp_near_gauss(const ghf_model *m, int d, double kappa, double out[3])
+{
+    (void)m;
+    return gig_near_gauss(hyp_p(d), kappa, out);
+}
+
+/* ---------------------------------------------------------------------------
  * vg: b = 0, Y ~ Gamma(p, rate a/2)
  * ------------------------------------------------------------------------- */
 
@@ -286,6 +312,8 @@ static int none_near_gauss(const ghf_model *m, int d, double kappa, double out[3
 static const ghf_family_def g_families[GHF_N_FAMILIES] = {
     [GHF_FAMILY_GH] = {"gh", "generalized hyperbolic", GHF_SUB_GIG, p_free, p_any, gh_starts, gh_msub,
                        gh_near_gauss, 50.0},
+    [GHF_FAMILY_HYP] = {"hyp", "hyperbolic", GHF_SUB_GIG, hyp_p, p_never, hyp_starts, hyp_msub, hyp_near_gauss,
+                        1e6},
     [GHF_FAMILY_NIG] = {"nig", "normal inverse Gaussian", GHF_SUB_GIG, nig_p, p_never, nig_starts, nig_msub,
                         nig_near_gauss, 50.0},
     [GHF_FAMILY_VG] = {"vg", "variance gamma", GHF_SUB_GAMMA, p_free, p_positive, vg_starts, vg_msub,
