@@ -23,3 +23,6 @@ add_test(NAME fit_adversarial COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_adversa
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_adversarial)
 set_tests_properties(fit_adversarial PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+add_test(NAME fit_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_families.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_families)
+set_tests_properties(fit_families PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2)

@@ -345,18 +345,19 @@ int ghf_family_parse(const char *s, ghf_family *f)
     return -1;
 }
 
+/* the order people read them in: the general family, its fixed-p members,
+ * its faces, the limit */
+static const ghf_family g_order[GHF_N_FAMILIES] = {GHF_FAMILY_GH, GHF_FAMILY_HYP, GHF_FAMILY_NIG,
+                                                   GHF_FAMILY_VG, GHF_FAMILY_T,   GHF_FAMILY_GAUSS};
+
 const char *ghf_family_list(void)
 {
     static char buf[128];
     if (!buf[0]) {
         size_t n = 0;
-        int k = 0, total = 0;
-        for (int i = 0; i < GHF_N_FAMILIES; i++) total += g_families[i].name != NULL;
-        for (int i = 0; i < GHF_N_FAMILIES; i++) {
-            if (!g_families[i].name) continue;
-            const char *sep = k == 0 ? "" : (k == total - 1 ? " or " : ", ");
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", sep, g_families[i].name);
-            k++;
+        for (int k = 0; k < GHF_N_FAMILIES; k++) {
+            const char *sep = k == 0 ? "" : (k == GHF_N_FAMILIES - 1 ? " or " : ", ");
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", sep, g_families[g_order[k]].name);
         }
     }
     return buf;
