@@ -12,10 +12,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "checkpoint.h"
+#include "h5ckpt.h"
 #include "h5internal.h"
 
-#define LOG_MAGIC "GHFITLOG"
+#define LOG_MAGIC GHF__LOG_MAGIC
 #define LOG_HEADER 32
 #define LOG_MAX_RECORD ((int64_t)1 << 34) /* 16 GiB: more is damage */
 
@@ -28,16 +28,7 @@ struct ghf_ckpt_log {
 
 void ghf_ckpt_log_path(const char *path, char *buf, size_t len) { snprintf(buf, len, "%s.done", path); }
 
-int ghf_ckpt_log_is_ours(const char *path)
-{
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat sb;
-    char buf[8];
-    const int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, buf, 8) == 8 && memcmp(buf, LOG_MAGIC, 8) == 0;
-    close(fd);
-    return ok;
-}
+int ghf_ckpt_log_is_ours(const char *path) { return ghf__file_starts_with(path, LOG_MAGIC, 8); }
 
 static const char *base_name(const char *p)
 {

@@ -22,7 +22,6 @@
 
 /* this module */
 #include "h5internal.h"
-#include "checkpoint.h"
 
 /* ---------------------------------------------------------------------------
  * Identity
@@ -145,7 +144,7 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
     /* a checkpoint carries its signature in the user block (also when it is
      * damaged or truncated: the resume then says what is wrong with it) */
-    if (kind == GHF_PATH_CHECKPOINT && ghf_ckpt_is_ours(path)) return 1;
+    if (kind == GHF_PATH_CHECKPOINT && ghf__file_starts_with(path, GHF__CKPT_MAGIC, 8)) return 1;
     hid_t f = open_quiet(path);
     if (f < 0) return 0;
     int ok = 0;

@@ -415,3 +415,16 @@ char *ghf__h5_begin(MPI_Comm comm, char *err, size_t *errlen, char *lbuf, size_t
     MPI_Comm_size(comm, size);
     return err;
 }
+
+int ghf__file_starts_with(const char *path, const char *magic, size_t n)
+{
+    if (n > 16) return 0;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat sb;
+    char buf[16];
+    const int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, buf, n) == (ssize_t)n &&
+                   memcmp(buf, magic, n) == 0;
+    close(fd);
+    return ok;
+}

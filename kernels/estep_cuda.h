@@ -1,5 +1,5 @@
 /* estep_cuda.h - internal interface between the CUDA backend's host code
- * (src/backend_cuda.c, plain C) and its kernels (kernels/estep_kernels.cu).
+ * (src/backend/cuda.c, plain C) and its kernels (kernels/estep_kernels.cu).
  *
  * Nothing here is public: the launchers enqueue work on a stream (and so can
  * be captured into a CUDA graph); they never synchronise and never allocate.

@@ -1,7 +1,7 @@
 /* estep_kernels.cu - the CUDA E-step kernels and their launchers.
  *
  * Per iteration (all enqueued on one stream, captured once into a graph by
- * src/backend_cuda.c):
+ * src/backend/cuda.c):
  *   fused path (d <= GHF_CUDA_FUSED_DMAX), one thread per row, all in
  *   registers:
  *     k_qmax_fused   max q over the shard (block partials)       [plan, exact]

@@ -12,7 +12,7 @@ set(GHF_MPI_ENV
 function(ghf_unit_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LABELS;ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ghfit_core)
+  target_link_libraries(${T_NAME} PRIVATE ghfit_core PkgConfig::HDF5) # tests may read files directly
   target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS})
   if(NOT T_TIMEOUT)

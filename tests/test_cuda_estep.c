@@ -21,7 +21,7 @@
 #include <mpi.h>
 
 #include "backend.h"
-#include "backend_cuda_opts.h"
+#include "cuda_opts.h"
 #include "bessel.h"
 #include "model.h"
 

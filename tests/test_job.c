@@ -9,10 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "resume.h"
 #include "fit.h"
 #include "job.h"
-#include "sweep.h"
+#include "record.h"
+#include "summary.h"
 #include "testutil.h"
 
 static int parse(const char *text, ghf_job *j, char *err, size_t errlen)

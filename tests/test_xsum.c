@@ -1,4 +1,4 @@
-/* test_xsum.c - the reproducible sums (kernels/xsum.h, src/xreduce.c):
+/* test_xsum.c - the reproducible sums (kernels/xsum.h, src/dist/xreduce.c):
  *   - the same bits for any order of additions and any grouping into merged
  *     partial accumulators (threads, ranks);
  *   - accuracy against a long double reference on well-conditioned sums and

@@ -143,10 +143,3 @@ void ghf_iso8601_now(char *buf, size_t len)
     gmtime_r(&t, &tmv);
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tmv);
 }
-
-int ghf_any(MPI_Comm comm, int flag)
-{
-    int in = flag != 0, out = in;
-    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, comm);
-    return out;
-}

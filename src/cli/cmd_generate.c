@@ -12,6 +12,7 @@
 #include "iocheck.h"
 #include "model.h"
 #include "sample.h"
+#include "agree.h"
 #include "util.h"
 
 static void gen_usage(FILE *f)
@@ -30,7 +31,7 @@ static void gen_usage(FILE *f)
             "The rows depend on the seed only (each row has its own random stream), not on P.\n");
 }
 
-/* Parameter ranges where the samplers are exact and fast (src/sample.h). */
+/* Parameter ranges where the samplers are exact and fast (src/family/sample.h). */
 #define GEN_MAX_ABS_P 1e6
 #define GEN_MIN_AB_PARAM 1e-30
 #define GEN_MAX_AB_PARAM 1e30

@@ -1,4 +1,4 @@
-/* backend_cuda.c - the CUDA E-step backend: device binding, the shard on the
+/* cuda.c - the CUDA E-step backend: device binding, the shard on the
  * device, one CUDA graph per fit (parameters in, kernels, cuBLAS for large d,
  * ncclAllReduce, statistics out), and the NCCL / MPI reductions.
  *
@@ -31,7 +31,7 @@
 #endif
 
 #include "backend.h"
-#include "backend_cuda_opts.h"
+#include "cuda_opts.h"
 #include "estep_cuda.h"
 
 typedef struct cuda_impl {

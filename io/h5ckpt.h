@@ -1,13 +1,13 @@
-/* checkpoint.h - the file side of ghfit's checkpoints (rank 0 only, serial
+/* h5ckpt.h - the file side of ghfit's checkpoints (rank 0 only, serial
  * HDF5 on a memory image).  The logic (when to write, what to resume) is in
- * src/checkpoint.c.
+ * src/resume/resume.c.
  *
  * A checkpoint holds the identity of the run (kind, data file + dataset,
  * N, d, a fingerprint of the data, a hash of the result-determining options,
  * the configuration text), the EM state of every unfinished fit (iteration
  * k, theta_k, theta_{k-1} and the log-likelihood trace of
  * theta_0..theta_{k-1}), and the finished fits of a sweep as opaque
- * serialised records (src/sweep.h).
+ * serialised records (src/pipeline/record.h).
  *
  * Layout of <path> (format 2):
  *   bytes 0..511     user block: "GHFITCKP", u32 1, u32 crc32 of bytes
@@ -128,7 +128,7 @@ int  ghf_ckpt_log_append(ghf_ckpt_log *l, int64_t index, const void *rec, size_t
 /* fsync, then fill c's log fields (name, bytes, crc, count).  0 or 1 with a message. */
 int  ghf_ckpt_log_commit(ghf_ckpt_log *l, ghf_ckpt *c, char *err, size_t errlen);
 void ghf_ckpt_log_close(ghf_ckpt_log *l);
-/* internal (io/checkpoint.c): fill c's done_* arrays from the log prefix
+/* internal (io/h5ckpt.c): fill c's done_* arrays from the log prefix
  * that checkpoint path names (c->log_*); 0, or 2 with a message. */
 int  ghf__ckpt_log_read(const char *path, ghf_ckpt *c, char *err, size_t errlen);
 

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "resume.h"
+#include "agree.h"
 #include "commands.h"
 #include "h5io.h"
 

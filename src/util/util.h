@@ -35,7 +35,5 @@ const char *ghf_command_line(void);
 /* ISO 8601 UTC time stamp */
 void ghf_iso8601_now(char *buf, size_t len);
 
-/* Collective: 1 if any rank passes nonzero. */
-int ghf_any(MPI_Comm comm, int flag);
 
 #endif

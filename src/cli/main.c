@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "checkpoint.h"
+#include "resume.h"
 #include "commands.h"
 #include "em.h"
 #include "ghf_version.h"

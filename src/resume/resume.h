@@ -1,6 +1,5 @@
-/* checkpoint.h - checkpoint and restart logic for `ghfit fit` and `ghfit run`
- * (the HDF5 file format is io/checkpoint.h, included below by its path:
- * both headers are called checkpoint.h).
+/* resume.h - checkpoint and restart logic for `ghfit fit` and `ghfit run`
+ * (the file format is io/h5ckpt.h).
  *
  * Rank 0 writes (the EM state is identical on every rank of a fit); a
  * resume is validated on rank 0 against the run's identity (kind, data file,
@@ -12,10 +11,10 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "../io/checkpoint.h"
+#include "h5ckpt.h"
 #include "em.h"
 
-/* Parameters <-> the packed form of io/checkpoint.h (mu, gamma, sigma, p, a, b). */
+/* Parameters <-> the packed form of io/h5ckpt.h (mu, gamma, sigma, p, a, b). */
 void ghf_params_pack(const ghf_params *t, double *buf);
 void ghf_params_unpack(const double *buf, ghf_params *t);
 
@@ -42,7 +41,7 @@ typedef struct ghf_ckpt_id {
 /* Fill the identity fields of c (copies). */
 int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id);
 
-/* Collective: rank 0 fingerprints the data of id (io/checkpoint.h) into
+/* Collective: rank 0 fingerprints the data of id (io/h5ckpt.h) into
  * id->data_fp.  0, or 2 with a message on every rank. */
 int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t errlen);
 

@@ -31,14 +31,3 @@ void ghf_release_stop_handlers(void)
     const int sig = ghf_stop_requested;
     if (sig) raise(sig);
 }
-
-void ghf_bcast_status(MPI_Comm comm, int *status, char *msg, size_t len)
-{
-    int st = *status;
-    MPI_Bcast(&st, 1, MPI_INT, 0, comm);
-    *status = st;
-    if (st != 0 && msg && len > 0) {
-        msg[len - 1] = '\0';
-        MPI_Bcast(msg, (int)len, MPI_CHAR, 0, comm);
-    }
-}

@@ -1,4 +1,4 @@
-/* backend_cpu.c - the CPU E-step: OpenMP over row blocks, OpenBLAS for the
+/* cpu.c - the CPU E-step: OpenMP over row blocks, OpenBLAS for the
  * d x d work, one MPI_Allreduce of the statistics per iteration.
  *
  * One pass over the shard per iteration, block by block: z = L^-1 (x - mu)
@@ -8,7 +8,7 @@
  * it); the posterior moments; and the weighted sums s5 = X^T u and
  * s6 = X^T diag(u) X (dot products for small d, dgemv/dsyrk above).
  * Every block's partial sums are formed in row order by one thread and then
- * added exactly (src/xreduce.h, kernels/xsum.h), per thread and across
+ * added exactly (src/dist/xreduce.h, kernels/xsum.h), per thread and across
  * ranks, so the statistics have the same bits whatever the number of
  * threads and ranks (shards start at multiples of the block). */
 #include <cblas.h>

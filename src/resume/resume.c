@@ -1,5 +1,5 @@
-/* checkpoint.c - see checkpoint.h */
-#include "checkpoint.h"
+/* resume.c - see resume.h */
+#include "resume.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
 #include "h5io.h"
-#include "sweep.h"
+#include "pack.h"
+#include "agree.h"
 #include "util.h"
 
 void ghf_params_pack(const ghf_params *t, double *buf)

@@ -1,10 +1,10 @@
-/* checkpoint.c - see checkpoint.h: write and read ghfit checkpoint files
+/* h5ckpt.c - see h5ckpt.h: write and read ghfit checkpoint files
  * (serial HDF5 on a memory image, rank 0), and the data fingerprint. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* strdup, fsync, link, nanosleep */
 #endif
 
-#include "checkpoint.h"
+#include "h5ckpt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "h5internal.h"
 
 #define UB_SIZE 512             /* the user block: signature and checksum */
-#define UB_MAGIC "GHFITCKP"
+#define UB_MAGIC GHF__CKPT_MAGIC
 #define HDF5_MAGIC "\211HDF\r\n\032\n"
 /* the name of the in-memory files: one that cannot exist on disk (HDF5's
  * core driver refuses to open an image under the name of an existing file) */
@@ -77,19 +77,7 @@ static uint64_t get_u64(const unsigned char *p)
     return v;
 }
 
-static int starts_with(const char *path, const char *magic, size_t n)
-{
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat sb;
-    char buf[16];
-    const int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, buf, n) == (ssize_t)n &&
-                   memcmp(buf, magic, n) == 0;
-    close(fd);
-    return ok;
-}
-
-int ghf_ckpt_is_ours(const char *path) { return starts_with(path, UB_MAGIC, 8); }
+int ghf_ckpt_is_ours(const char *path) { return ghf__file_starts_with(path, UB_MAGIC, 8); }
 
 /* ---------------------------------------------------------------------------
  * Writing

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "checkpoint.h"
+#include "resume.h"
 #include "commands.h"
 #include "em.h"
 #include "fit.h"
@@ -14,6 +14,7 @@
 #include "h5io.h"
 #include "iocheck.h"
 #include "job.h"
+#include "agree.h"
 #include "util.h"
 #include "xreduce.h"
 
@@ -54,7 +55,7 @@ typedef struct fit_args {
     int max_iter, starts, quiet, drop_nonfinite, fix_p, accel, symmetric;
     double tol, p_fixed;
     int64_t seed, win_start, win_len;
-    const char *checkpoint; /* checkpoint options (src/checkpoint.h) */
+    const char *checkpoint; /* checkpoint options (src/resume/resume.h) */
     int ckpt_every, resume;
 } fit_args;
 
@@ -284,7 +285,7 @@ int ghf_cmd_fit(int argc, char **argv)
     out.fix_p = a.fix_p;
     out.p_fixed = a.p_fixed;
     out.n_dropped = shard.n_dropped;
-    /* checkpoint/resume (src/checkpoint.c): the identity is the data, N, d and the options */
+    /* checkpoint/resume (src/resume/resume.c): the identity is the data, N, d and the options */
     char hs[1024];
     snprintf(hs, sizeof hs, "fit|%s|%lld|%lld|%d|%d|%.17g|%lld|%d|%d|%.17g|%s|%d", a.model, (long long)a.win_start,
              (long long)a.win_len, a.drop_nonfinite, a.max_iter, a.tol, (long long)a.seed, a.starts, a.fix_p,

@@ -96,6 +96,13 @@ void  ghf__h5_mem_discard(hid_t f, ghf__memfile *mf);
 
 /* fsync(path) (a file or a directory); 0 on success. */
 int ghf__fsync_path(const char *path);
+
+/* The first bytes of ghfit's own non-HDF5-signed files: a checkpoint's user
+ * block and the log of finished fits. */
+#define GHF__CKPT_MAGIC "GHFITCKP"
+#define GHF__LOG_MAGIC "GHFITLOG"
+/* 1 if path is a regular file whose first n bytes are magic (n <= 16) */
+int ghf__file_starts_with(const char *path, const char *magic, size_t n);
 /* fsync the directory that holds path; 0 on success (best effort). */
 int ghf__fsync_parent(const char *path);
 

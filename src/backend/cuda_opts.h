@@ -1,4 +1,4 @@
-/* backend_cuda_opts.h - internal options of the CUDA backend (tests,
+/* cuda_opts.h - internal options of the CUDA backend (tests,
  * benchmarks, and the environment overrides).  Not part of the public API:
  * the program uses ghf_backend_cuda_create() from backend.h, which reads the
  * defaults below, including the environment variables. */

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "checkpoint.h"
+#include "resume.h"
 #include "commands.h"
 #include "em.h"
 #include "fit.h"
@@ -36,7 +36,9 @@
 #include "iocheck.h"
 #include "job.h"
 #include "liveness.h"
-#include "sweep.h"
+#include "record.h"
+#include "summary.h"
+#include "agree.h"
 #include "util.h"
 #include "xreduce.h"
 

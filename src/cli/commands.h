@@ -11,9 +11,6 @@ int ghf_cmd_generate(int argc, char **argv);
 int ghf_cmd_run(int argc, char **argv);     /* job files and sweeps */
 int ghf_cmd_summary(int argc, char **argv); /* combined summary tables */
 
-/* Collective: rank 0's (status, message) to every rank. */
-void ghf_bcast_status(MPI_Comm comm, int *status, char *msg, size_t len);
-
 /* SIGUSR1 / SIGTERM set this flag to the signal's number (async-signal-safe);
  * the EM loop turns it into a collective stop at the next iteration boundary.
  * main installs the handlers as its first instruction, so a request that
