@@ -6,7 +6,6 @@
 
 #include "resume.h"
 #include "agree.h"
-#include "commands.h"
 #include "h5io.h"
 
 /* Rank 0: the data set, its shape and the window. */
