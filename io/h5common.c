@@ -185,7 +185,11 @@ static void *mem_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *
 static herr_t mem_free(void *ptr, H5FD_file_image_op_t op, void *ud)
 {
     ghf__memfile *m = (ghf__memfile *)ud;
-    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf && !m->kept) {
+    /* the last close is the file's: H5Fcreate(H5F_ACC_TRUNC) of a name that
+     * exists on disk first opens and closes that file's image, which must
+     * not be taken for the new file */
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf) {
+        free(m->kept);
         m->kept = ptr;
         m->kept_size = m->size;
     } else {

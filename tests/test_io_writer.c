@@ -433,6 +433,13 @@ static void test_writer(void)
     CHECK(w && ghf_h5_out_commit(w, err, sizeof err) == 0, "empty commit: %s", err);
     CHECK(ghf_h5_read_fit_summary(out2, &rows, &nrows, err, sizeof err) == 0 && nrows == 0 && !rows,
           "empty summary: %s", err);
+    /* a result written over an earlier one is the new one (the in-memory
+     * writer once kept the image of the file it replaced): no fits over two */
+    w = ghf_h5_out_open(out, &m, err, sizeof err);
+    CHECK(w && ghf_h5_out_commit(w, err, sizeof err) == 0, "commit over a result: %s", err);
+    CHECK(ghf_h5_read_fit_summary(out, &rows, &nrows, err, sizeof err) == 0 && nrows == 0,
+          "a result over an earlier one still holds the earlier one's %d fits", nrows);
+    free(rows);
     unlink(out2);
     unlink(out);
 }
