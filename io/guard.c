@@ -368,6 +368,41 @@ int ghf_out_lock(const char *path, char *err, size_t errlen)
     return 2;
 }
 
+int ghf_out_lock_query(const char *path, char *err, size_t errlen)
+{
+    char lp[4200];
+    snprintf(lp, sizeof lp, "%s.lock", path);
+    const int fd = open(lp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        ghf__seterr(err, errlen, "%s: cannot create the lock file %s: %s", path, lp, strerror(errno));
+        return 2;
+    }
+    struct stat st;
+    char head[sizeof LOCK_MAGIC] = "";
+    const ssize_t k = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, sizeof head - 1, 0) : -1;
+    int rc = 0;
+    if (k < 0 || (k > 0 && strncmp(head, LOCK_MAGIC, (size_t)k) != 0)) {
+        ghf__seterr(err, errlen, "%s: %s exists and is not a ghfit lock file: ghfit will not touch it (remove it, "
+                    "or choose another name)", path, lp);
+        rc = 2;
+    } else {
+        struct flock q;
+        memset(&q, 0, sizeof q);
+        q.l_type = F_WRLCK;
+        q.l_whence = SEEK_SET;
+        if (fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK) { /* no lock support: nothing to tell */
+            char h[400];
+            holder_text(fd, q.l_pid, h, sizeof h);
+            ghf__seterr(err, errlen, "%s: another ghfit process is writing this file (%s; lock file %s): wait "
+                        "for it to end, or choose another name", path, h, lp);
+            rc = 2;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
 void ghf_out_unlock_all(void)
 {
     while (g_n_locks > 0) {

@@ -89,6 +89,11 @@ static char *dir_of(const char *path)
 
 int ghf__check_writable(const char *final_path, char *err, size_t errlen)
 {
+    return ghf__check_writable_mode(final_path, 1, err, errlen);
+}
+
+int ghf__check_writable_mode(const char *final_path, int do_probe, char *err, size_t errlen)
+{
     if (!final_path || !*final_path) {
         ghf__seterr(err, errlen, "no output file given");
         return 2;
@@ -115,6 +120,13 @@ int ghf__check_writable(const char *final_path, char *err, size_t errlen)
     } else if (!S_ISDIR(st.st_mode)) {
         ghf__seterr(err, errlen, "%s: cannot write output: %s is not a directory", final_path, dir);
         rc = 2;
+    } else if (!do_probe) {
+        /* no file created: access(2), which also reports a read-only mount (EROFS) */
+        if (access(dir, W_OK | X_OK) != 0) {
+            ghf__seterr(err, errlen, "%s: cannot create files in directory %s: %s", final_path, dir,
+                        strerror(errno));
+            rc = 2;
+        }
     } else {
         /* access() is not enough (root, read-only mounts, /proc): try it. */
         size_t n = len + 64;
@@ -431,4 +443,36 @@ int ghf__file_starts_with(const char *path, const char *magic, size_t n)
                    memcmp(buf, magic, n) == 0;
     close(fd);
     return ok;
+}
+
+int ghf__attr_read_str(hid_t loc, const char *name, char **out)
+{
+    hid_t at = H5Aopen(loc, name, H5P_DEFAULT);
+    if (at < 0) return -1;
+    hid_t ty = H5Aget_type(at);
+    int rc = -1;
+    if (H5Tget_class(ty) == H5T_STRING && H5Tis_variable_str(ty) > 0) {
+        char *s = NULL;
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5T_CSET_UTF8);
+        if (H5Aread(at, mt, &s) >= 0 && s) {
+            *out = strdup(s);
+            rc = *out ? 0 : -1;
+        }
+        H5free_memory(s);
+        H5Tclose(mt);
+    }
+    H5Tclose(ty);
+    H5Aclose(at);
+    return rc;
+}
+
+int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v)
+{
+    hid_t at = H5Aopen(loc, name, H5P_DEFAULT);
+    if (at < 0) return -1;
+    int rc = H5Aread(at, H5T_NATIVE_INT64, v) < 0 ? -1 : 0;
+    H5Aclose(at);
+    return rc;
 }

@@ -83,6 +83,33 @@ int  ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d
  * the end): 0 with *rows, or 2 with a message starting with `what`. */
 int  ghf_h5_window(const char *what, int64_t n, int64_t start, int64_t len, int64_t *rows, char *err, size_t errlen);
 
+/* A sample of an input dataset's rows (io/h5sample.c; one process, serial
+ * driver, no MPI): the rows of the window [start, start + len) (len < 0: to
+ * the end) when it has at most GHF_SAMPLE_ALL_ROWS rows (and at most
+ * GHF_SAMPLE_MAX_VALUES values), else up to 64 blocks of 8 rows (chunked
+ * data: 16 blocks of 32 rows, each block costing a chunk) spread evenly
+ * over it, the first and the last row included.  Reads metadata and
+ * those rows only, so its time does not grow with the size of the data. */
+#define GHF_SAMPLE_ALL_ROWS 4096
+#define GHF_SAMPLE_MAX_VALUES (1 << 22)
+typedef struct ghf_h5_sample {
+    int64_t n_rows;           /* the dataset's shape */
+    int d;
+    char type[16];            /* float64, float32, int32, uint8, ... */
+    int elem_size;            /* bytes per value on disk */
+    char layout[16];          /* contiguous, chunked, compact */
+    int64_t start, len;       /* the window sampled */
+    int all;                  /* 1: every row of the window was read */
+    int64_t n_read;           /* rows read */
+    int n_blocks, block_rows; /* how (all: 1 block of n_read rows) */
+    int64_t n_bad, first_bad; /* rows read holding a non-finite value; the first (a row of the dataset), or -1 */
+    int const_col;            /* the first column whose finite rows all hold one value (-1: none; needs 2+ such rows) */
+} ghf_h5_sample;
+/* The dataset is inspected first (every check of ghf_h5_probe); 0, or 2
+ * (1: out of memory, a read error) with a message naming file and dataset. */
+int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int64_t len, ghf_h5_sample *s,
+                       char *err, size_t errlen);
+
 /* Can `rows` x `d` be fitted at all?  Status 2 with a message starting with
  * `what` when rows < d + 1, or when one of n_ranks ranks would need more
  * memory for its rows and the d x d matrices than the node has; else 0.
@@ -128,6 +155,10 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
  * ghf_out_unlock_all, which also runs at the start of MPI_Finalize (before
  * any other rank can end) and at exit. */
 int  ghf_out_lock(const char *path, char *err, size_t errlen);
+/* What ghf_out_lock would refuse, without taking the lock or creating
+ * anything (`ghfit check`): 2 with the same message when a live process
+ * holds "<path>.lock" or when that file is not a ghfit lock file; else 0. */
+int  ghf_out_lock_query(const char *path, char *err, size_t errlen);
 void ghf_out_unlock_all(void);
 
 /* ---------------------------------------------------------------------------
@@ -154,6 +185,11 @@ typedef struct ghf_out_meta {
     const char *version, *git_commit, *command_line, *backend;
     int n_ranks;
     const char *config_text; /* may be NULL; when set, written as the /config string dataset */
+    /* the job's identity, so that `ghfit summary` can tell an incomplete set of
+     * an array's files: written when slice is set */
+    const char *slice;       /* "K/N" (a whole run: "0/1") */
+    const char *job_hash;    /* 16 hex digits: the job without its slice (ghf_job_identity) */
+    int64_t n_fits_total;    /* the fits of the whole job (every slice) */
 } ghf_out_meta;
 
 typedef struct ghf_fit_record {
@@ -180,6 +216,8 @@ typedef struct ghf_h5_writer ghf_h5_writer;
 /* Check early (before fitting) that the output path's directory exists and is
  * writable and that the path is not a directory: status 2 + message. */
 int ghf_h5_out_check(const char *final_path, char *err, size_t errlen);
+/* The same without creating a probe file (access(2); `ghfit check`). */
+int ghf_h5_out_check_access(const char *final_path, char *err, size_t errlen);
 /* Creates "<final_path>.tmp.<pid>" and writes the root attributes (and /config).
  * NULL on failure (err filled). */
 ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m,
@@ -208,6 +246,17 @@ typedef struct ghf_fit_summary {
     double  seconds;
     char    status[80]; /* the fit's status, cut to 79 bytes (empty in files of older versions) */
 } ghf_fit_summary;
+
+/* A result file's job identity (root attributes slice, job_hash,
+ * n_fits_total); have = 0 when the file has none (older versions). */
+typedef struct ghf_run_ident {
+    int have;
+    int slice_k, slice_n;
+    char job_hash[24];
+    int64_t n_fits_total;
+} ghf_run_ident;
+/* Serial; 0, or 2 with a message when the file cannot be opened. */
+int ghf_h5_read_run_ident(const char *path, ghf_run_ident *id, char *err, size_t errlen);
 
 /* Reads the /summary table of a result file (serial driver, any process).
  * *rows is malloc'd (free() it; NULL when *n_rows == 0). */

@@ -159,6 +159,11 @@ int ghf_h5_out_check(const char *final_path, char *err, size_t errlen)
     return ghf__check_writable(final_path, err, errlen);
 }
 
+int ghf_h5_out_check_access(const char *final_path, char *err, size_t errlen)
+{
+    return ghf__check_writable_mode(final_path, 0, err, errlen);
+}
+
 static void writer_free(ghf_h5_writer *w)
 {
     if (!w) return;
@@ -218,6 +223,11 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, ch
     bad |= ghf__attr_str(w->f, "command_line", m->command_line ? m->command_line : "") < 0;
     bad |= ghf__attr_int(w->f, "n_ranks", m->n_ranks) < 0;
     bad |= ghf__attr_str(w->f, "backend", m->backend ? m->backend : "") < 0;
+    if (!bad && m->slice) {
+        bad |= ghf__attr_str(w->f, "slice", m->slice) < 0;
+        bad |= ghf__attr_str(w->f, "job_hash", m->job_hash ? m->job_hash : "") < 0;
+        bad |= ghf__attr_i64(w->f, "n_fits_total", m->n_fits_total) < 0;
+    }
     if (!bad && m->config_text)
         bad |= write_string(w->f, "config", m->config_text,
                             "effective configuration of the run (YAML text)") < 0;
@@ -556,6 +566,41 @@ done:
     if (ds >= 0) H5Dclose(ds);
     H5Fclose(f);
     return rc;
+}
+
+int ghf_h5_read_run_ident(const char *path, ghf_run_ident *id, char *err, size_t errlen)
+{
+    ghf__h5_quiet();
+    memset(id, 0, sizeof *id);
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode) || H5Fis_hdf5(path) <= 0) {
+        ghf__seterr(err, errlen, "%s: not a readable HDF5 result file", path ? path : "(null)");
+        return 2;
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_file_locking(fapl, 1, 1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: HDF5 file is truncated or corrupt", path);
+        return 2;
+    }
+    char *slice = NULL, *hash = NULL;
+    int64_t total = 0;
+    if (H5Aexists(f, "slice") > 0 && ghf__attr_read_str(f, "slice", &slice) == 0 &&
+        ghf__attr_read_str(f, "job_hash", &hash) == 0 && ghf__attr_read_i64(f, "n_fits_total", &total) == 0 &&
+        sscanf(slice, "%d/%d", &id->slice_k, &id->slice_n) == 2 && id->slice_n >= 1 && id->slice_k >= 0 &&
+        id->slice_k < id->slice_n && strlen(hash) < sizeof id->job_hash) {
+        id->have = 1;
+        snprintf(id->job_hash, sizeof id->job_hash, "%s", hash);
+        id->n_fits_total = total;
+    } else {
+        id->slice_k = id->slice_n = 0;
+    }
+    free(slice);
+    free(hash);
+    H5Fclose(f);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------

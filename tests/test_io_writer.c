@@ -315,7 +315,7 @@ static void test_writer(void)
     CHECK(dir_entries(NULL, 0) == 0, "out_check left files behind");
 
     ghf_out_meta m = {"0.1.0-test", "abc123def456", "ghfit fit --model gh data.h5", "cpu", NRK,
-                      "model: gh\nmax_iter: 5\n"};
+                      "model: gh\nmax_iter: 5\n", "1/3", "0123456789abcdef", 42};
     ghf_h5_writer *w = ghf_h5_out_open(out, &m, err, sizeof err);
     CHECK(w != NULL, "out_open: %s", err);
     if (!w) return;
@@ -408,6 +408,12 @@ static void test_writer(void)
     }
     free(rows);
 
+    /* the job's identity: slice, job_hash, n_fits_total (and none in a file without them) */
+    ghf_run_ident id;
+    CHECK(ghf_h5_read_run_ident(out, &id, err, sizeof err) == 0 && id.have && id.slice_k == 1 && id.slice_n == 3 &&
+              !strcmp(id.job_hash, "0123456789abcdef") && id.n_fits_total == 42,
+          "run identity: %s", err);
+
     /* abort: nothing left, and an existing result at the final path is untouched */
     struct stat st0, st1;
     stat(out, &st0);
@@ -440,6 +446,13 @@ static void test_writer(void)
     CHECK(ghf_h5_read_fit_summary(out, &rows, &nrows, err, sizeof err) == 0 && nrows == 0,
           "a result over an earlier one still holds the earlier one's %d fits", nrows);
     free(rows);
+    /* a file without the job's identity */
+    ghf_out_meta m0 = m;
+    m0.slice = NULL;
+    w = ghf_h5_out_open(out2, &m0, err, sizeof err);
+    CHECK(w && ghf_h5_out_commit(w, err, sizeof err) == 0, "commit without identity: %s", err);
+    CHECK(ghf_h5_read_run_ident(out2, &id, err, sizeof err) == 0 && !id.have, "a file without slice: have = %d",
+          id.have);
     unlink(out2);
     unlink(out);
 }

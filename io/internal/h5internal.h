@@ -74,6 +74,8 @@ const char *ghf__file_type_name(mode_t m);
 /* Writable-directory check behind ghf_h5_out_check: the path is not a
  * directory, its directory exists, and a file can be created there. */
 int ghf__check_writable(const char *final_path, char *err, size_t errlen);
+/* The same; probe = 0 creates nothing (access(2) instead of a probe file). */
+int ghf__check_writable_mode(const char *final_path, int probe, char *err, size_t errlen);
 
 /* Files built in memory.  HDF5 1.10.8 crashes at exit once a flush of an
  * open file has failed (a full disk, a quota), so ghfit's serial files are
@@ -111,6 +113,10 @@ int ghf__attr_str(hid_t loc, const char *name, const char *val);
 int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
 int ghf__attr_int(hid_t loc, const char *name, int v);
 int ghf__attr_f64(hid_t loc, const char *name, double v);
+/* Reading them back: a variable-length string (*out malloc'd) or an integer
+ * scalar; 0, or -1 when absent or of another type. */
+int ghf__attr_read_str(hid_t loc, const char *name, char **out);
+int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v);
 
 /* Test hooks ------------------------------------------------------------- */
 
