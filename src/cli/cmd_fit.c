@@ -19,8 +19,7 @@ static void fit_usage(FILE *f)
                "75 stopped on SIGUSR1/SIGTERM (checkpoint written when requested: rerun with --resume)\n");
 }
 
-/* The options of a fit, as its job; 0, -1 for --help, or an exit status. */
-static int fit_job(int argc, char **argv, ghf_job *j)
+int ghf_fit_job(int argc, char **argv, ghf_job *j)
 {
     ghf_job_defaults(j);
     int st = ghf_opts_parse(GHF_OPT_FIT, argc, argv, 1, j, NULL, 0, NULL);
@@ -51,7 +50,7 @@ int ghf_cmd_fit(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     ghf_job job;
-    int st = fit_job(argc, argv, &job);
+    int st = ghf_fit_job(argc, argv, &job);
     if (st < 0) {
         if (rank == 0) fit_usage(stdout);
         st = GHF_EXIT_OK;

@@ -23,39 +23,56 @@ static void run_usage(FILE *f)
                "75 stopped on SIGUSR1/SIGTERM (checkpoint written when requested: rerun with --resume)\n");
 }
 
-int ghf_cmd_run(int argc, char **argv)
+/* The job file, serially (serial) or read by rank 0 and broadcast. */
+static int load_job(int serial, const char *path, ghf_job *j, char *err, size_t errlen)
 {
-    MPI_Comm world = MPI_COMM_WORLD;
-    int rank;
-    MPI_Comm_rank(world, &rank);
-    ghf_job job;
-    ghf_job_defaults(&job);
+    if (!serial) return ghf_job_load_file(MPI_COMM_WORLD, path, j, err, errlen);
+    char *text = NULL;
+    size_t len = 0;
+    int st = ghf_job_read_file(path, &text, &len, err, errlen);
+    if (!st) st = ghf_job_parse(text, len, path, j, err, errlen);
+    free(text);
+    return st;
+}
+
+int ghf_run_job(int serial, int argc, char **argv, ghf_job *job)
+{
+    ghf_job_defaults(job);
     /* first pass: the job file and --help; then the file; then the overrides, in order */
     int pos[1], n_pos = 0;
-    int st = ghf_opts_parse(GHF_OPT_RUN, argc, argv, 0, &job, pos, 1, &n_pos);
-    if (st < 0) {
-        if (rank == 0) run_usage(stdout);
-        return GHF_EXIT_OK;
-    }
-    if (!st && n_pos == 0) {
+    int st = ghf_opts_parse(GHF_OPT_RUN, argc, argv, 0, job, pos, 1, &n_pos);
+    if (st) return st;
+    if (n_pos == 0) {
         ghf_error0("run: the job file is missing (usage: ghfit run JOB.yaml [overrides])");
-        st = GHF_EXIT_USAGE;
+        return GHF_EXIT_USAGE;
     }
     char err[1024] = "";
-    if (!st) {
-        st = ghf_job_load_file(world, argv[pos[0]], &job, err, sizeof err);
-        if (st) ghf_error0("%s", err);
+    st = load_job(serial, argv[pos[0]], job, err, sizeof err);
+    if (st) {
+        ghf_error0("%s", err);
+        return st;
     }
-    if (!st) st = ghf_opts_parse(GHF_OPT_RUN, argc, argv, 1, &job, NULL, 1, NULL);
-    if (!st) {
-        if (!job.backend) job.backend = strdup("auto");
-        if (!job.dataset) job.dataset = strdup("/X");
-        st = ghf_job_validate(&job, err, sizeof err);
-        if (st) ghf_error0("%s", err);
-    }
-    if (!st) {
+    st = ghf_opts_parse(GHF_OPT_RUN, argc, argv, 1, job, NULL, 1, NULL);
+    if (st) return st;
+    if (!job->backend) job->backend = strdup("auto");
+    if (!job->dataset) job->dataset = strdup("/X");
+    st = ghf_job_validate(job, err, sizeof err);
+    if (st) ghf_error0("%s", err);
+    return st;
+}
+
+int ghf_cmd_run(int argc, char **argv)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    ghf_job job;
+    int st = ghf_run_job(0, argc, argv, &job);
+    if (st < 0) {
+        if (rank == 0) run_usage(stdout);
+        st = GHF_EXIT_OK;
+    } else if (!st) {
         const ghf_pipe_opts po = {GHF_PIPE_RUN, &ghf_stop_requested};
-        st = ghf_pipeline_run(world, &job, &po);
+        st = ghf_pipeline_run(MPI_COMM_WORLD, &job, &po);
     }
     ghf_job_free(&job);
     return st;

@@ -75,6 +75,12 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
  * exit status with one message naming the file. */
 int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, size_t errlen);
 
+/* Read a job file (serial; ghf_job_load_file's rank 0 does this): a regular
+ * file of at most GHF_JOB_MAX_BYTES bytes, opened without blocking (a FIFO
+ * cannot hold the run).  0 with *text (malloc'd, NUL-terminated) and *len,
+ * or 2/1 with one message naming the file. */
+int ghf_job_read_file(const char *path, char **text, size_t *len, char *err, size_t errlen);
+
 /* Checks that need every key and override applied (required keys, ranges).
  * Returns 0 or 2 with a message. */
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);

@@ -13,10 +13,7 @@
 #include "job.h"
 #include "util.h"
 
-/* Read the job file (rank 0): a regular file of at most GHF_JOB_MAX_BYTES
- * bytes (opened without blocking, so a FIFO cannot hold the run).  Returns 0,
- * or 2/1 with one message naming the file. */
-static int read_job_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
+int ghf_job_read_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
     *text = NULL;
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -72,7 +69,7 @@ int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, si
     char *text = NULL;
     size_t len = 0;
     int st = 0;
-    if (rank == 0) st = read_job_file(path, &text, &len, err, errlen);
+    if (rank == 0) st = ghf_job_read_file(path, &text, &len, err, errlen);
     ghf_bcast_status(comm, &st, err, errlen);
     if (st) {
         free(text);

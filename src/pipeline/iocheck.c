@@ -8,6 +8,14 @@
 #include "agree.h"
 #include "h5io.h"
 
+ghf_io_plan ghf_io_plan_of(const ghf_job *j, int fit, int n_ranks)
+{
+    const ghf_io_plan p = {j->data_file,     j->dataset, fit ? j->rows_start : 0, fit ? j->rows_len : -1,
+                           fit,              n_ranks,    fit ? NULL : j->source,  j->out,
+                           GHF_PATH_RESULT,  NULL,       j->checkpoint,           0};
+    return p;
+}
+
 /* Rank 0: the data set, its shape and the window. */
 static int check_inputs(const ghf_io_plan *p, int64_t *n_rows, int *d, char *file, size_t file_len, char *err,
                         size_t errlen)
@@ -26,8 +34,10 @@ static int check_inputs(const ghf_io_plan *p, int64_t *n_rows, int *d, char *fil
 /* Rank 0: the outputs, their identities and signatures, the locks. */
 static int check_outputs(const ghf_io_plan *p, const char *data_file, char *err, size_t errlen)
 {
-    int st = ghf_h5_out_check(p->out, err, errlen);
-    if (!st && p->checkpoint) st = ghf_h5_out_check(p->checkpoint, err, errlen);
+    int (*out_check)(const char *, char *, size_t) = p->dry ? ghf_h5_out_check_access : ghf_h5_out_check;
+    int (*lock)(const char *, char *, size_t) = p->dry ? ghf_out_lock_query : ghf_out_lock;
+    int st = out_check(p->out, err, errlen);
+    if (!st && p->checkpoint) st = out_check(p->checkpoint, err, errlen);
     if (st) return st;
     char prev[4200];
     ghf_path_use u[6];
@@ -43,8 +53,21 @@ static int check_outputs(const ghf_io_plan *p, const char *data_file, char *err,
         u[n++] = (ghf_path_use){prev, "the checkpoint's _prev file", GHF_PATH_CHECKPOINT, NULL};
     }
     st = ghf_paths_check(u, n, err, errlen);
-    if (!st) st = ghf_out_lock(p->out, err, errlen);
-    if (!st && p->checkpoint) st = ghf_out_lock(p->checkpoint, err, errlen);
+    if (!st) st = lock(p->out, err, errlen);
+    if (!st && p->checkpoint) st = lock(p->checkpoint, err, errlen);
+    return st;
+}
+
+int ghf_io_check_local(const ghf_io_plan *p, int64_t *n_rows, int *d, char *file, size_t file_len, char *err,
+                       size_t errlen)
+{
+    int64_t n = 0;
+    int dd = 0;
+    file[0] = '\0';
+    int st = check_inputs(p, &n, &dd, file, file_len, err, errlen);
+    if (!st) st = check_outputs(p, file, err, errlen);
+    if (n_rows) *n_rows = n;
+    if (d) *d = dd;
     return st;
 }
 
@@ -55,9 +78,8 @@ int ghf_io_check(MPI_Comm comm, const ghf_io_plan *p, int64_t *n_rows, int *d, c
     int64_t n = 0;
     int dd = 0, st = 0;
     if (rank == 0) {
-        char file[4096] = "";
-        st = check_inputs(p, &n, &dd, file, sizeof file, err, errlen);
-        if (!st) st = check_outputs(p, file, err, errlen);
+        char file[4096];
+        st = ghf_io_check_local(p, &n, &dd, file, sizeof file, err, errlen);
     }
     ghf_bcast_status(comm, &st, err, errlen);
     if (st) return st;

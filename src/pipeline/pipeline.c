@@ -47,25 +47,16 @@ static int prepare(MPI_Comm world, const ghf_job *j, ghf_pipe_mode mode, int64_t
     MPI_Comm_size(world, &size);
     /* `ghfit fit` checks its window (and its shape) with the inputs */
     const int fit = mode == GHF_PIPE_FIT;
-    const ghf_io_plan plan = {j->data_file, j->dataset,   fit ? j->rows_start : 0, fit ? j->rows_len : -1,
-                              fit,          size,         fit ? NULL : j->source, j->out,
-                              GHF_PATH_RESULT, NULL,      j->checkpoint};
+    const ghf_io_plan plan = ghf_io_plan_of(j, fit, size);
     int st = ghf_io_check(world, &plan, n_rows, d, err, errlen);
     if (st) return st;
     st = ghf_job_expand(j, *n_rows, specs, n_specs, n_total, err, errlen);
     /* every window must be fittable: rows > d and memory (the same on every rank) */
-    for (int i = 0; !st && !fit && i < *n_specs; i++)
-        if (i == 0 || (*specs)[i].row_len != (*specs)[i - 1].row_len) {
-            char what[1200];
-            snprintf(what, sizeof what, "%s: the window of fit %d (rows %lld + %lld of %s:%s)", j->source, i,
-                     (long long)(*specs)[i].row_start, (long long)(*specs)[i].row_len, j->data_file, j->dataset);
-            st = ghf_fit_shape_check(what, (*specs)[i].row_len, *d, size, err, errlen);
-        }
+    if (!st && !fit) st = ghf_pipeline_windows_check(j, *specs, *n_specs, *d, size, err, errlen);
     return st;
 }
 
-/* The number of groups: about rows_per_rank rows per rank of the largest window. */
-static int n_groups(const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int size)
+int ghf_pipeline_groups(const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int size)
 {
     int64_t max_len = 0;
     for (int i = 0; i < n_specs; i++)
@@ -93,7 +84,7 @@ static int run_all(MPI_Comm world, const ghf_job *j, const ghf_pipe_opts *o, con
     int rank, size;
     MPI_Comm_rank(world, &rank);
     MPI_Comm_size(world, &size);
-    const int G = n_groups(j, specs, n_specs, size);
+    const int G = ghf_pipeline_groups(j, specs, n_specs, size);
     const int group = (int)((int64_t)rank * G / size);
     group_ctx g;
     memset(&g, 0, sizeof g);
@@ -122,8 +113,7 @@ static int run_all(MPI_Comm world, const ghf_job *j, const ghf_pipe_opts *o, con
 
     /* identity, resume */
     char *cfg = ghf_job_config_text(j);
-    ghf_ckpt_id cid = {o->mode == GHF_PIPE_FIT ? "fit" : "run", j->data_file, j->dataset, n_rows, d,
-                       ghf_job_hash(j), n_specs, o->mode == GHF_PIPE_FIT ? NULL : cfg, 0, 0};
+    ghf_ckpt_id cid = ghf_pipeline_ckpt_id(j, o->mode, n_rows, d, n_specs, cfg);
     ghf_ckpt resume;
     memset(&resume, 0, sizeof resume);
     int have_resume = 0;

@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include "job.h"
+#include "resume.h"
 
 typedef enum { GHF_PIPE_RUN = 0, GHF_PIPE_FIT = 1 } ghf_pipe_mode;
 
@@ -24,5 +25,18 @@ typedef struct ghf_pipe_opts {
  * `ghfit: error:` (or, for a planned stop, `ghfit: note:`) line on rank 0.
  * Returns the exit status (util.h), the same on every rank. */
 int ghf_pipeline_run(MPI_Comm world, const ghf_job *job, const ghf_pipe_opts *o);
+
+/* What the run decides before it fits, for `ghfit check` too: */
+/* the number of groups of `size` ranks: about rows_per_rank rows per rank
+ * of the largest window, at most one group per fit */
+int ghf_pipeline_groups(const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int size);
+/* `ghfit run`: every window fittable on `size` ranks (rows > d, memory;
+ * ghf_fit_shape_check): 0, or 2 naming the job file and the window */
+int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int d, int size, char *err,
+                               size_t errlen);
+/* the identity a checkpoint of this run must match (cfg: the job's
+ * ghf_job_config_text, used in GHF_PIPE_RUN mode; kept by reference) */
+ghf_ckpt_id ghf_pipeline_ckpt_id(const ghf_job *j, ghf_pipe_mode mode, int64_t n_rows, int d, int n_specs,
+                                 const char *cfg);
 
 #endif

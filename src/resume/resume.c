@@ -285,6 +285,23 @@ static int read_valid(const char *path, ghf_ckpt *c, char *err, size_t errlen)
     return st;
 }
 
+int ghf_ckpt_load_local(const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    int st = read_valid(path, c, err, errlen);
+    if (st) {
+        char prev[4200], err2[1024];
+        ghf_ckpt_prev_path(path, prev, sizeof prev);
+        if (access(prev, F_OK) == 0 && read_valid(prev, c, err2, sizeof err2) == 0) {
+            fprintf(stderr, "ghfit: warning: %s; resuming from the previous checkpoint %s\n", err, prev);
+            st = 0;
+        }
+    }
+    if (st == 0) st = check_id(c, id, path, err, errlen);
+    if (st) ghf_ckpt_free(c);
+    return st;
+}
+
 int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen)
 {
     int rank;
@@ -293,16 +310,7 @@ int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ck
     int st = 0;
     ghf_pack b = {0};
     if (rank == 0) {
-        st = read_valid(path, c, err, errlen);
-        if (st) {
-            char prev[4200], err2[1024];
-            ghf_ckpt_prev_path(path, prev, sizeof prev);
-            if (access(prev, F_OK) == 0 && read_valid(prev, c, err2, sizeof err2) == 0) {
-                fprintf(stderr, "ghfit: warning: %s; resuming from the previous checkpoint %s\n", err, prev);
-                st = 0;
-            }
-        }
-        if (st == 0) st = check_id(c, id, path, err, errlen);
+        st = ghf_ckpt_load_local(path, id, c, err, errlen);
         if (st == 0) {
             pack_ckpt(&b, c);
             if (b.oom) {

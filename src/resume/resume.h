@@ -52,6 +52,11 @@ int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t er
  * with a message naming the file (and the field, for invalid parameters). */
 int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen);
 
+/* Rank 0's part of ghf_ckpt_load, on its own (serial, no MPI; `ghfit
+ * check`): the same reading, fallback to "_prev" (with the same warning)
+ * and checks.  0 with *c filled (ghf_ckpt_free it), or 2 with a message. */
+int ghf_ckpt_load_local(const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen);
+
 /* Remove the checkpoint, its "_prev", its log and a temporary file left by a
  * killed writer (after the result file is written; the log and the
  * temporary file only when they carry ghfit's signature). */

@@ -107,6 +107,14 @@ void ghf_note0(const char *fmt, ...)
     va_end(ap);
 }
 
+void ghf_warning0(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg0("ghfit: warning: ", fmt, ap);
+    va_end(ap);
+}
+
 void ghf_print0(const char *fmt, ...)
 {
     if (world_rank() != 0) return;

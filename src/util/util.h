@@ -25,6 +25,8 @@ int ghf_parse_vec(const char *s, int n, double *out);
 void ghf_error0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same with "ghfit: note: ": a planned stop (exit status 75) is not an error. */
 void ghf_note0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with "ghfit: warning: ": something to look at; the command goes on. */
+void ghf_warning0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* printf to stdout on rank 0 of MPI_COMM_WORLD */
 void ghf_print0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -1,0 +1,30 @@
+/* prepare.c - what a run decides and checks before it fits, shared by the
+ * pipeline (pipeline.c) and `ghfit check`: every window's shape, a
+ * checkpoint's identity. */
+#include "pipeline.h"
+
+#include <stdio.h>
+
+#include "h5io.h"
+
+int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int d, int size, char *err,
+                               size_t errlen)
+{
+    int st = 0;
+    for (int i = 0; !st && i < n_specs; i++)
+        if (i == 0 || specs[i].row_len != specs[i - 1].row_len) {
+            char what[1200];
+            snprintf(what, sizeof what, "%s: the window of fit %d (rows %lld + %lld of %s:%s)", j->source, i,
+                     (long long)specs[i].row_start, (long long)specs[i].row_len, j->data_file, j->dataset);
+            st = ghf_fit_shape_check(what, specs[i].row_len, d, size, err, errlen);
+        }
+    return st;
+}
+
+ghf_ckpt_id ghf_pipeline_ckpt_id(const ghf_job *j, ghf_pipe_mode mode, int64_t n_rows, int d, int n_specs,
+                                 const char *cfg)
+{
+    const ghf_ckpt_id id = {mode == GHF_PIPE_FIT ? "fit" : "run", j->data_file, j->dataset, n_rows, d,
+                            ghf_job_hash(j), n_specs, mode == GHF_PIPE_FIT ? NULL : cfg, 0, 0};
+    return id;
+}
