@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|nig --out RESULT.h5 [--max-iter K] [--tol T]\n"
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
+            "  ghfit check [--ranks P] fit|run ARGS...          what fit or run would refuse, in seconds, fitting nothing\n"
             "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name]\n"
             "  ghfit --help | --version\n"
             "\n"
@@ -58,6 +59,9 @@ int main(int argc, char **argv)
         return argc < 2 ? GHF_EXIT_USAGE : 0;
     }
     ghf_set_command_line(argc, argv);
+    /* check runs in one process without MPI: on a login node, and in a batch
+     * script before srun (where a singleton MPI_Init is not to be relied on) */
+    if (strcmp(argv[1], "check") == 0) return ghf_cmd_check(argc - 1, argv + 1);
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     if (stoppable(argv[1])) ghf_install_stop_handlers(); /* again, should MPI_Init have replaced them */
@@ -68,7 +72,7 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "run") == 0) rc = ghf_cmd_run(argc - 1, argv + 1);
     else if (strcmp(cmd, "summary") == 0) rc = ghf_cmd_summary(argc - 1, argv + 1);
     else {
-        ghf_error0("unknown command '%s' (expected generate, fit, run or summary; see ghfit --help)", cmd);
+        ghf_error0("unknown command '%s' (expected generate, fit, run, check or summary; see ghfit --help)", cmd);
         rc = GHF_EXIT_USAGE;
     }
     /* Every command returns the same status on every rank (errors are agreed

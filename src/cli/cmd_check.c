@@ -1,0 +1,345 @@
+/* cmd_check.c - `ghfit check [--ranks P] fit|run ARGS`: everything that can
+ * be validated without fitting, in one process and without MPI (a login
+ * node, the first step of a batch script): the options and the job file,
+ * the data set (shape, type, a sample of rows), the outputs and the
+ * checkpoint (nothing is created, no lock is taken), the fits a sweep
+ * expands to, the groups, the backends and the memory per rank.  The checks
+ * are the run's own functions, in the run's order, with its messages. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "backend.h"
+#include "commands.h"
+#include "ghf_version.h"
+#include "h5io.h"
+#include "iocheck.h"
+#include "job.h"
+#include "pipeline.h"
+#include "resume.h"
+#include "util.h"
+
+typedef struct check {
+    ghf_pipe_mode mode;
+    int ranks;
+    const char *ranks_from;
+    ghf_job job;
+    int64_t n_rows;
+    int d;
+    ghf_fit_spec *specs;
+    int n_specs, n_total, G;
+    ghf_h5_sample sample;
+    char err[1024];
+} check;
+
+static void check_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ghfit check [--ranks P] fit ARGS...        (the arguments of ghfit fit)\n"
+            "       ghfit check [--ranks P] run JOB.yaml [overrides]\n"
+            "  Checks, in seconds and without fitting, what the same `ghfit fit|run` would check\n"
+            "  before it fits, and more: the options and the job file; the data set, its shape and\n"
+            "  type, and a sample of its rows (all of a window of at most %d rows, else 512 rows in\n"
+            "  blocks spread over it) for non-finite values and constant columns; the output and\n"
+            "  the checkpoint (writable, not an input, not another program's file, not locked by a\n"
+            "  running ghfit; with --resume, that the checkpoint belongs to this run); the backend\n"
+            "  against this binary (%s); the fits a sweep expands to, the groups on P ranks, and\n"
+            "  the memory per rank.  Creates nothing.  Run it as one process (not under mpirun).\n"
+            "  --ranks P   the ranks the run will use (default: $SLURM_NTASKS, else 1)\n"
+            "exit status: 0 the run would start (warnings on stderr), 2 it would not\n"
+            "(one 'ghfit: error:' line, as the run would print it).\n",
+            GHF_SAMPLE_ALL_ROWS, ghf_backends_compiled());
+}
+
+static void line(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("  %-11s ", key);
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+}
+
+static const char *bytes(double b, char *buf, size_t len)
+{
+    if (b >= 1073741824.0) snprintf(buf, len, "%.3g GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, len, "%.3g MiB", b / 1048576.0);
+    else snprintf(buf, len, "%.3g KiB", b / 1024.0);
+    return buf;
+}
+
+/* The options and the job file, as `ghfit fit|run` builds its job. */
+static int step_options(check *c, int argc, char **argv)
+{
+    const int st = c->mode == GHF_PIPE_FIT ? ghf_fit_job(argc, argv, &c->job) : ghf_run_job(1, argc, argv, &c->job);
+    if (st) return st;
+    const ghf_job *j = &c->job;
+    if (c->mode == GHF_PIPE_FIT)
+        line("options", "ok: a %s fit of %s:%s into %s", j->fit_name, j->data_file, j->dataset, j->out);
+    else
+        line("options", "ok: job file %s%s%s into %s", j->source, j->name ? ", job " : "", j->name ? j->name : "",
+             j->out);
+    return 0;
+}
+
+/* Inputs before outputs, as the run checks them, creating nothing. */
+static int step_files(check *c)
+{
+    const ghf_job *j = &c->job;
+    ghf_io_plan p = ghf_io_plan_of(j, c->mode == GHF_PIPE_FIT, c->ranks);
+    p.dry = 1;
+    char file[4096];
+    const int st = ghf_io_check_local(&p, &c->n_rows, &c->d, file, sizeof file, c->err, sizeof c->err);
+    if (st) return st;
+    line("data", "%s:%s: %lld rows x %d columns%s%s", j->data_file, j->dataset, (long long)c->n_rows, c->d,
+         file[0] && !ghf_same_file(file, j->data_file) ? ", held in " : "",
+         file[0] && !ghf_same_file(file, j->data_file) ? file : "");
+    struct stat sb;
+    line("output", "%s: %s", j->out,
+         stat(j->out, &sb) == 0 ? "an earlier result of ghfit, to be replaced" : "a new file; its directory is writable");
+    return 0;
+}
+
+/* The fits (the slice of them), every window's shape, the groups. */
+static int step_fits(check *c)
+{
+    const ghf_job *j = &c->job;
+    int st = ghf_job_expand(j, c->n_rows, &c->specs, &c->n_specs, &c->n_total, c->err, sizeof c->err);
+    if (!st && c->mode == GHF_PIPE_RUN)
+        st = ghf_pipeline_windows_check(j, c->specs, c->n_specs, c->d, c->ranks, c->err, sizeof c->err);
+    if (st) return st;
+    const ghf_fit_spec *a = &c->specs[0], *b = &c->specs[c->n_specs - 1];
+    char slice[64] = "";
+    if (j->slice_n > 1) snprintf(slice, sizeof slice, ", slice %d/%d", j->slice_k, j->slice_n);
+    if (c->n_specs == 1)
+        line("fits", "1 of %d%s: %s (rows %lld..%lld)", c->n_total, slice, a->name, (long long)a->row_start,
+             (long long)(a->row_start + a->row_len - 1));
+    else
+        line("fits", "%d of %d%s: %s .. %s%s", c->n_specs, c->n_total, slice, a->name, b->name,
+             j->has_windows ? (j->warm_start ? " (windows warm-started)" : " (windows started afresh)") : "");
+    c->G = ghf_pipeline_groups(j, c->specs, c->n_specs, c->ranks);
+    line("ranks", "%d (%s): %d group%s of %d%s rank%s", c->ranks, c->ranks_from, c->G, c->G == 1 ? "" : "s",
+         c->ranks / c->G, c->ranks % c->G ? "+" : "", c->ranks / c->G == 1 && c->ranks % c->G == 0 ? "" : "s");
+    return 0;
+}
+
+/* The checkpoint: its data fingerprint and, with --resume, the checkpoint itself. */
+static int step_checkpoint(check *c)
+{
+    const ghf_job *j = &c->job;
+    if (!j->checkpoint) {
+        line("checkpoint", "none");
+        return 0;
+    }
+    char *cfg = ghf_job_config_text(j);
+    ghf_ckpt_id id = ghf_pipeline_ckpt_id(j, c->mode, c->n_rows, c->d, c->n_specs, cfg);
+    int st = ghf_ckpt_data_fingerprint(j->data_file, j->dataset, &id.data_fp, &id.data_fp_rows, c->err, sizeof c->err);
+    if (!st && j->resume) {
+        ghf_ckpt ck;
+        st = ghf_ckpt_load_local(j->checkpoint, &id, &ck, c->err, sizeof c->err);
+        if (!st) {
+            line("checkpoint", "%s: resumes %d finished fit%s and %d running (every %d iterations)", j->checkpoint,
+                 ck.n_done, ck.n_done == 1 ? "" : "s", ck.n_run, j->checkpoint_every);
+            ghf_ckpt_free(&ck);
+        }
+    } else if (!st) {
+        struct stat sb;
+        line("checkpoint", "%s every %d iterations and on SIGUSR1/SIGTERM%s", j->checkpoint, j->checkpoint_every,
+             stat(j->checkpoint, &sb) == 0 ? "; one is there: add --resume to continue from it" : "");
+    }
+    free(cfg);
+    return st;
+}
+
+/* A sample of the rows: in `ghfit fit` non-finite values (without
+ * --drop-nonfinite) and, when every row was read, a constant column are
+ * errors; in `ghfit run` they fail only the fits of their windows. */
+static int step_sample(check *c)
+{
+    const ghf_job *j = &c->job;
+    ghf_h5_sample *s = &c->sample;
+    int st = ghf_h5_sample_rows(j->data_file, j->dataset, j->rows_start, j->rows_len, s, c->err, sizeof c->err);
+    if (st) return st;
+    char how[160], found[400] = "all finite";
+    if (s->all) snprintf(how, sizeof how, "all %lld rows", (long long)s->n_read);
+    else
+        snprintf(how, sizeof how, "%lld of %lld rows, %d blocks of %d spread over them", (long long)s->n_read,
+                 (long long)s->len, s->n_blocks, s->block_rows);
+    const int fit = c->mode == GHF_PIPE_FIT;
+    if (s->n_bad > 0) {
+        snprintf(found, sizeof found, "%lld row%s with non-finite values (first at row %lld)%s", (long long)s->n_bad,
+                 s->n_bad == 1 ? "" : "s", (long long)s->first_bad, j->drop_nonfinite ? ", to be dropped" : "");
+        if (fit && !j->drop_nonfinite) {
+            if (s->all)
+                snprintf(c->err, sizeof c->err,
+                         "%s:%s: %lld %s non-finite values (first at row %lld); use --drop-nonfinite to skip them",
+                         j->data_file, j->dataset, (long long)s->n_bad, s->n_bad == 1 ? "row contains" : "rows contain",
+                         (long long)s->first_bad);
+            else
+                snprintf(c->err, sizeof c->err,
+                         "%s:%s: %lld of %lld sampled rows contain non-finite values (first at row %lld); use "
+                         "--drop-nonfinite to skip them", j->data_file, j->dataset, (long long)s->n_bad,
+                         (long long)s->n_read, (long long)s->first_bad);
+            return GHF_EXIT_USAGE;
+        }
+        if (fit && s->all && s->n_bad == s->n_read) {
+            snprintf(c->err, sizeof c->err, "%s:%s: all %lld rows contain non-finite values", j->data_file, j->dataset,
+                     (long long)s->n_read);
+            return GHF_EXIT_USAGE;
+        }
+    }
+    if (fit && s->all && s->const_col >= 0) {
+        snprintf(c->err, sizeof c->err, "%s:%s: column %d is constant: the covariance is singular", j->data_file,
+                 j->dataset, s->const_col);
+        return GHF_EXIT_USAGE;
+    }
+    line("sample", "%s (%s, %s): %s", how, s->type, s->layout, found);
+    if (!fit && s->n_bad > 0 && !j->drop_nonfinite)
+        ghf_warning0("%s:%s: %lld %srow%s non-finite values (first at row %lld): the fits of the windows that "
+                     "hold them will fail (status 'failed: ...', exit status 3); data.drop_nonfinite: true skips such "
+                     "rows", j->data_file, j->dataset, (long long)s->n_bad, s->all ? "" : "sampled ",
+                     s->n_bad == 1 ? " holds" : "s hold", (long long)s->first_bad);
+    if (s->const_col >= 0 && (!fit || !s->all))
+        ghf_warning0("%s:%s: column %d holds one value in all %s rows%s: a window where it is constant cannot be "
+                     "fitted (the covariance is singular)", j->data_file, j->dataset, s->const_col,
+                     s->all ? "the" : "sampled", s->all ? " of the data" : "");
+    return 0;
+}
+
+/* The backend asked for, against this binary. */
+static int step_backend(check *c)
+{
+    const char *b = c->job.backend, *have = ghf_backends_compiled();
+    const int cuda = strstr(have, "cuda") != NULL;
+    if (!strcmp(b, "cuda") && !cuda) {
+        snprintf(c->err, sizeof c->err, "--backend cuda: this ghfit was built without CUDA (backends: %s)", have);
+        return GHF_EXIT_USAGE;
+    }
+    if (!strcmp(b, "auto"))
+        line("backend", "auto: %s (this binary: %s)",
+             cuda ? "cuda where every rank has a GPU of its own, else cpu" : "cpu", have);
+    else
+        line("backend", "%s (this binary: %s)%s", b, have,
+             !strcmp(b, "cuda") ? "; every rank needs a GPU of its own when the job starts" : "");
+    return 0;
+}
+
+/* About what one rank holds: its share of the largest window (as doubles,
+ * plus the file's values while they are converted), one-rank groups also
+ * every row their fits need at once (up to 2 GB), and the d x d matrices. */
+static void step_memory(check *c)
+{
+    const ghf_job *j = &c->job;
+    const int gs = c->ranks / c->G;
+    const double d = c->d;
+    int64_t w = 0;
+    for (int i = 0; i < c->n_specs; i++) w = c->specs[i].row_len > w ? c->specs[i].row_len : w;
+    const double rows = ceil((double)w / (gs > 0 ? gs : 1));
+    const double shard = rows * d * 8.0;
+    double stage = 0.0, span = 0.0;
+    if (strcmp(c->sample.type, "float64") != 0) stage = fmin(rows * d * c->sample.elem_size, 1073741824.0);
+    int *group_of = malloc((size_t)c->n_specs * sizeof(int));
+    if (gs == 1 && c->ranks % c->G == 0 && !j->drop_nonfinite && group_of) {
+        ghf_job_assign_groups(c->specs, c->n_specs, c->G, group_of);
+        for (int g = 0; g < c->G; g++) {
+            int64_t lo = INT64_MAX, hi = 0;
+            for (int i = 0; i < c->n_specs; i++)
+                if (group_of[i] == g) {
+                    lo = c->specs[i].row_start < lo ? c->specs[i].row_start : lo;
+                    hi = c->specs[i].row_start + c->specs[i].row_len > hi ? c->specs[i].row_start + c->specs[i].row_len
+                                                                          : hi;
+                }
+            const double b = hi > lo ? (double)(hi - lo) * d * 8.0 : 0.0;
+            if (b < 2.0e9 && b > span) span = b;
+        }
+    }
+    free(group_of);
+    const double mats = 4.0 * d * d * 8.0;
+    char t[32], a[32], e[32];
+    line("memory", "about %s per rank: %.0f rows x %d columns (%s)%s%s%s", bytes(shard + stage + span + mats, t, sizeof t),
+         rows, c->d, bytes(shard, a, sizeof a), span > 0 ? ", and the rows of all its windows at once (" : "",
+         span > 0 ? bytes(span, e, sizeof e) : "", span > 0 ? ")" : "");
+}
+
+/* check's own options before fit|run; the index of fit|run, or -1 (help), or -2 (error). */
+static int own_options(check *c, int argc, char **argv)
+{
+    c->ranks = 1;
+    c->ranks_from = "default";
+    const char *env = getenv("SLURM_NTASKS");
+    int n;
+    if (env && ghf_parse_int(env, &n) == 0 && n >= 1) {
+        c->ranks = n;
+        c->ranks_from = "SLURM_NTASKS";
+    }
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
+        const char *v = !strcmp(argv[i], "--ranks") ? (i + 1 < argc ? argv[++i] : "")
+                        : !strncmp(argv[i], "--ranks=", 8) ? argv[i] + 8 : NULL;
+        if (!v) {
+            ghf_error0("check: unknown option '%s' (usage: ghfit check [--ranks P] fit|run ARGS...)", argv[i]);
+            return -2;
+        }
+        if (ghf_parse_int(v, &c->ranks) || c->ranks < 1) {
+            ghf_error0("--ranks: '%s' is not a positive integer", v);
+            return -2;
+        }
+        c->ranks_from = "--ranks";
+    }
+    if (i >= argc || (strcmp(argv[i], "fit") && strcmp(argv[i], "run"))) {
+        ghf_error0("check: expected fit or run%s%s (usage: ghfit check [--ranks P] fit|run ARGS...)",
+                   i < argc ? ", not " : "", i < argc ? argv[i] : "");
+        return -2;
+    }
+    c->mode = strcmp(argv[i], "fit") ? GHF_PIPE_RUN : GHF_PIPE_FIT;
+    return i;
+}
+
+int ghf_cmd_check(int argc, char **argv)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    check c;
+    memset(&c, 0, sizeof c);
+    ghf_job_defaults(&c.job);
+    const int i = own_options(&c, argc, argv);
+    if (i < 0) {
+        if (i == -1) check_usage(stdout);
+        ghf_job_free(&c.job);
+        return i == -1 ? GHF_EXIT_OK : GHF_EXIT_USAGE;
+    }
+    ghf_job_free(&c.job); /* the command builds it afresh */
+    printf("ghfit check (%s): %s\n", GHFIT_VERSION, ghf_command_line());
+    int st = step_options(&c, argc - i, argv + i);
+    if (st < 0) {
+        check_usage(stdout);
+        st = GHF_EXIT_OK;
+    } else if (!st) {
+        st = step_files(&c);
+        if (!st) st = step_fits(&c);
+        if (!st) st = step_checkpoint(&c);
+        if (!st) st = step_sample(&c);
+        if (!st) st = step_backend(&c);
+        if (!st) step_memory(&c);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (st) {
+            fflush(stdout);
+            ghf_error0("%s", c.err);
+        } else {
+            printf("ghfit check: ok: `ghfit %s` would start %d fit%s on %d rank%s (checked in %.2f s)\n",
+                   c.mode == GHF_PIPE_FIT ? "fit" : "run", c.n_specs, c.n_specs == 1 ? "" : "s", c.ranks,
+                   c.ranks == 1 ? "" : "s", secs);
+        }
+    }
+    free(c.specs);
+    ghf_job_free(&c.job);
+    return st;
+}
