@@ -24,3 +24,10 @@ add_test(NAME install_module COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install_modu
          ${CMAKE_BINARY_DIR}/work/install_module)
 set_tests_properties(install_module PROPERTIES LABELS "install;mpi" TIMEOUT 300 PROCESSORS 2
   SKIP_RETURN_CODE 77 ENVIRONMENT "${GHF_MPI_ENV}")
+# Arrays: `--slice K/4` over a warm-started rolling-window sweep == one run with
+# 4 groups (bitwise); slice, job_hash, n_fits_total in the result files;
+# `ghfit summary` warns about missing slices (tests/batch_array.sh).
+add_test(NAME batch_array COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_array.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_array)
+set_tests_properties(batch_array PROPERTIES LABELS "mpi;batch" TIMEOUT 600 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")

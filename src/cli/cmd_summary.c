@@ -1,14 +1,58 @@
 /* cmd_summary.c - `ghfit summary RESULT.h5...`: the /summary tables of
- * result files as one sorted table. */
+ * result files as one sorted table, and a warning for every job whose files
+ * are an incomplete set of its slices. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agree.h"
 #include "commands.h"
 #include "h5io.h"
 #include "summary.h"
 #include "util.h"
+
+/* One line per job whose files are an incomplete set of its slices (the
+ * files' root attributes slice, job_hash, n_fits_total; files of versions
+ * without them are left out). */
+static void warn_missing_slices(char **files, const ghf_run_ident *id, int n, const int *n_rows)
+{
+    for (int i = 0; i < n; i++) {
+        if (!id[i].have || id[i].slice_n < 2) continue;
+        int first = 1;
+        for (int k = 0; k < i && first; k++)
+            first = !(id[k].have && id[k].slice_n == id[i].slice_n && !strcmp(id[k].job_hash, id[i].job_hash));
+        if (!first) continue;
+        const int N = id[i].slice_n;
+        unsigned char *seen = calloc((size_t)N, 1);
+        if (!seen) return;
+        char given[600] = "", missing[400] = "";
+        int n_seen = 0, rows = 0;
+        for (int k = i; k < n; k++)
+            if (id[k].have && id[k].slice_n == N && !strcmp(id[k].job_hash, id[i].job_hash)) {
+                if (!seen[id[k].slice_k]) n_seen++;
+                seen[id[k].slice_k] = 1;
+                rows += n_rows[k];
+                const size_t l = strlen(given);
+                snprintf(given + l, sizeof given - l, "%s%s (%d/%d)", l ? ", " : "", files[k], id[k].slice_k, N);
+            }
+        int n_missing = 0;
+        for (int q = 0; q < N; q++)
+            if (!seen[q]) {
+                const size_t l = strlen(missing);
+                if (n_missing++ < 20) snprintf(missing + l, sizeof missing - l, "%s%d/%d", l ? ", " : "", q, N);
+            }
+        if (n_missing > 20) {
+            const size_t l = strlen(missing);
+            snprintf(missing + l, sizeof missing - l, ", ... (%d in all)", n_missing);
+        }
+        free(seen);
+        if (n_seen < N)
+            ghf_warning0("the files of job %s hold %d of its %d slices: slice%s %s missing (the table has %d of the "
+                         "job's %lld fits; given: %s)", id[i].job_hash, n_seen, N, n_missing == 1 ? "" : "s", missing,
+                         rows, (long long)id[i].n_fits_total, given);
+    }
+}
 
 int ghf_cmd_summary(int argc, char **argv)
 {
@@ -25,7 +69,9 @@ int ghf_cmd_summary(int argc, char **argv)
                 printf("usage: ghfit summary RESULT.h5... [--sort aic|bic|loglik|name]\n"
                        "  prints the /summary tables of the result files as one table, sorted by the\n"
                        "  chosen column (default aic; loglik sorts the largest first), with the difference\n"
-                       "  to the best fit (dAIC, dBIC, dloglik)\n");
+                       "  to the best fit (dAIC, dBIC, dloglik).  When the files of one job are an incomplete\n"
+                       "  set of its slices (job arrays, ghfit run --slice K/N), one 'ghfit: warning:' line on\n"
+                       "  stderr names the missing ones (exit status 0)\n");
             return GHF_EXIT_OK;
         }
         if (c == 's') {
@@ -48,11 +94,23 @@ int ghf_cmd_summary(int argc, char **argv)
     if (rank == 0) {
         ghf_summary_row *all = NULL;
         int n_all = 0;
+        const int n_files = argc - optind;
+        ghf_run_ident *ids = calloc((size_t)n_files, sizeof *ids);
+        int *n_rows = calloc((size_t)n_files, sizeof *n_rows);
+        if (!ids || !n_rows) {
+            st = GHF_EXIT_RUNTIME;
+            snprintf(err, sizeof err, "out of memory");
+        }
         for (int i = optind; i < argc && !st; i++) {
             ghf_fit_summary *rows = NULL;
             int n = 0;
             st = ghf_h5_read_fit_summary(argv[i], &rows, &n, err, sizeof err);
-            if (st) break;
+            if (!st) st = ghf_h5_read_run_ident(argv[i], &ids[i - optind], err, sizeof err);
+            if (st) {
+                free(rows);
+                break;
+            }
+            n_rows[i - optind] = n;
             ghf_summary_row *na = realloc(all, (size_t)(n_all + n + 1) * sizeof *all);
             if (!na) {
                 free(rows);
@@ -69,7 +127,10 @@ int ghf_cmd_summary(int argc, char **argv)
             free(rows);
         }
         if (!st) ghf_summary_print(stdout, all, n_all, key);
+        if (!st) warn_missing_slices(argv + optind, ids, n_files, n_rows);
         free(all);
+        free(ids);
+        free(n_rows);
     }
     ghf_bcast_status(MPI_COMM_WORLD, &st, err, sizeof err);
     if (st) ghf_error0("%s", err);

@@ -642,6 +642,16 @@ uint64_t ghf_job_hash(const ghf_job *j)
     return ghf_hash_bytes(h, buf, strlen(buf));
 }
 
+uint64_t ghf_job_identity(const ghf_job *j)
+{
+    ghf_job whole = *j; /* shallow: ghf_job_hash only reads */
+    whole.slice_k = 0;
+    whole.slice_n = 1;
+    const uint64_t h = ghf_job_hash(&whole);
+    const char *data = j->data_file ? j->data_file : "";
+    return ghf_hash_bytes(ghf_hash_bytes(h, "|data|", 6), data, strlen(data));
+}
+
 /* ---------------------------------------------------------------------------
  * Sweep expansion
  * ------------------------------------------------------------------------- */

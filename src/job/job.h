@@ -93,6 +93,9 @@ char *ghf_job_config_text(const ghf_job *j);
  * (not: out, quiet, checkpoint settings). */
 uint64_t ghf_job_hash(const ghf_job *j);
 uint64_t ghf_hash_bytes(uint64_t h, const void *p, size_t n);
+/* The job's identity across the tasks of an array: ghf_job_hash without
+ * the slice, and the data file's name as given (result files: job_hash). */
+uint64_t ghf_job_identity(const ghf_job *j);
 #define GHF_HASH_INIT 0xcbf29ce484222325ULL
 
 /* One fit of the expanded sweep. */

@@ -2,6 +2,7 @@
  * of every group, the checkpoints (a small main file and the log of finished
  * fits), and at the end the result file (see internal/pipe.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,7 +225,11 @@ static void write_result(collector *c, const char *backend, int world_size, int 
 {
     const ghf_job *j = c->job;
     char *cfg = c->mode == GHF_PIPE_RUN ? ghf_job_config_text(j) : NULL; /* a fit has no job file */
-    ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg};
+    char slice[32], hash[24];
+    snprintf(slice, sizeof slice, "%d/%d", j->slice_n > 1 ? j->slice_k : 0, j->slice_n > 1 ? j->slice_n : 1);
+    snprintf(hash, sizeof hash, "%016" PRIx64, ghf_job_identity(j));
+    ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg,
+                         slice, hash, c->n_total};
     ghf_h5_writer *w = ghf_h5_out_open(j->out, &meta, err, errlen);
     free(cfg);
     if (!w) {

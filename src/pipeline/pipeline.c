@@ -131,6 +131,7 @@ static int run_all(MPI_Comm world, const ghf_job *j, const ghf_pipe_opts *o, con
     if (rank == 0) {
         coll_init(&coll, g.pcomm, j, o->mode, specs, n_specs, G, group_of, have_resume ? &resume : NULL, &cid);
         coll.live = g.live;
+        coll.n_total = n_total;
         coll.world_size = size;
         for (int k = 1; k < G; k++) ghf_live_expect(g.live, (int)(((int64_t)k * size + G - 1) / G), 1); /* leaders */
         g.coll = &coll;

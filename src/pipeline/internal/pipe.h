@@ -63,6 +63,7 @@ typedef struct collector {
     int n_written;         /* checkpoints written by this run */
     int warned;            /* a periodic write failed since the last good one */
     int n_failed, first_failed; /* fits whose status is "failed: ..." (position of the first) */
+    int n_total;           /* the fits of the whole job (every slice): result files record it */
 } collector;
 
 void coll_init(collector *c, MPI_Comm comm, const ghf_job *j, ghf_pipe_mode mode, const ghf_fit_spec *specs,
