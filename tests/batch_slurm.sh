@@ -8,14 +8,18 @@
 #     ghfit fit` bitwise;
 #  3. --ntasks=1 --cpus-per-task=2 is accepted and runs 2 OpenMP threads (the
 #     result equals a 2-thread reference bitwise and differs from 1 thread);
-#  4. ghfit-array.sbatch --array=0-2 --cpus-per-task=2 over a 6-fit sweep:
-#     files BASE_K.h5 named after the job's out:, per-task checkpoints, the
-#     fits of `ghfit run`; GHFIT_SLICES reruns one slice alone;
+#  4. ghfit-array.sbatch --array=0-3 --cpus-per-task=2 over a warm-started
+#     16-fit sweep (2 chains x 8 windows): files BASE_K.h5 named after the
+#     job's out:, per-task checkpoints, bitwise the fits of one `ghfit run`
+#     with 4 groups; `ghfit summary` over 3 of the 4 files warns naming the
+#     missing slice; GHFIT_SLICES reruns one slice alone;
 #  4b. job-file keys win: a job file's checkpoint: and checkpoint_every: are
 #     not replaced by GHFIT_CKPT / GHFIT_CKPT_EVERY; --checkpoint-every on the
 #     command line is passed on;
-#  5. a typo in an option: the job fails within seconds, one `ghfit: error:`
-#     line naming the option in its .out;
+#  5. a typo in an option: the job's first step, `ghfit check`, fails it
+#     within seconds, before srun, with one `ghfit: error:` line naming the
+#     option in its .out; `ghfit check` with the same arguments before sbatch
+#     prints the same line;
 #  6. the README example in a clean folder: without its data it fails at once
 #     with one line saying how to make the data; with the data it runs;
 #  7. the installed script (cmake --install) finds the installed binary with
@@ -67,7 +71,8 @@ data: $W/demo.h5
 out: $W/arr/sweep.h5        # array tasks write arr/sweep_K.h5
 family: [gh, nig]
 tol: 1e-9
-windows: {start: 0, length: 4000, step: 4000, count: 3}
+windows: {start: 0, length: 2000, step: 2000, count: 8}
+warm_start: true
 quiet: true
 backend: cpu
 checkpoint: '$W/arr/ck.h5'  # per array task: arr/ck_K.h5
@@ -103,8 +108,8 @@ j_fit=$(sub --ntasks=2 --output="$W/fit-%j.out" "$SRC/slurm/ghfit.sbatch" fit "$
   die "sbatch --ntasks=2"
 j_cpt=$(sub --ntasks=1 --cpus-per-task=2 --output="$W/cpt-%j.out" \
         "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/cpt.h5") || die "sbatch --ntasks=1 --cpus-per-task=2 refused"
-j_arr=$(sub --array=0-2 --cpus-per-task=2 --output="$W/arr-%A_%a.out" "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") ||
-  die "sbatch --array=0-2 --cpus-per-task=2"
+j_arr=$(sub --array=0-3 --cpus-per-task=2 --output="$W/arr-%A_%a.out" "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") ||
+  die "sbatch --array=0-3 --cpus-per-task=2"
 j_key=$(GHFIT_CKPT="$W/env.ck.h5" GHFIT_CKPT_EVERY=3 sub --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run "$W/keys.yaml") ||
   die "sbatch keys"
 j_key2=$(GHFIT_CKPT_EVERY=3 sub --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run "$W/keys.yaml" --out "$W/keys2.h5" \
@@ -138,7 +143,8 @@ mpirun -np 2 "$G" fit "${FA[@]}" --out "$W/ref.h5" > ref.txt 2>&1 || { cat ref.t
 for t in 1 2; do
   OMP_NUM_THREADS=$t mpirun -np 1 "$G" fit "${FA[@]}" --out "$W/ref_t$t.h5" > ref_t$t.txt 2>&1 || die "reference fit, $t threads"
 done
-OMP_NUM_THREADS=2 mpirun -np 2 "$G" run sweep.yaml --out "$W/sweep_ref.h5" --checkpoint "$W/sweep_ref.ck.h5" > sweep_ref.txt 2>&1 ||
+# (4 ranks with windows of 2000 rows: 4 one-rank groups, as the 4 array tasks; 2 threads each, as they)
+OMP_NUM_THREADS=2 mpirun -np 4 "$G" run sweep.yaml --out "$W/sweep_ref.h5" --checkpoint "$W/sweep_ref.ck.h5" > sweep_ref.txt 2>&1 ||
   { cat sweep_ref.txt; die "reference sweep"; }
 fitdump() { # FILE [FIT]: every number of a fit, %.17g (equal text = equal bits)
   local f=$1 n=${2:-gh} a
@@ -162,7 +168,12 @@ n=$(grep -c '^ghfit: error:' "typo-$j_typo.out")
 [ "$(state_of "$j_typo")" = FAILED ] && scontrol show job "$j_typo" | grep -q 'ExitCode=2:0' ||
   die "typo job: state $(state_of "$j_typo"), expected FAILED with exit code 2"
 [ "${t_typo:-99}" -le 10 ] || die "typo job ran ${t_typo:-?} s"
-[ $fail = 0 ] && ok "a typo fails after $t_typo s, one error line naming the option, exit 2"
+grep -q "^ghfit check (" "typo-$j_typo.out" && ! grep -q "srun --mpi" "typo-$j_typo.out" ||
+  die "typo: the job was not stopped by its ghfit check step before srun"
+"$G" check fit --dtaa "$W/demo.h5" --model gh --out "$W/typo.h5" > typo_check.txt 2> typo_check.err; rc=$?
+[ $rc = 2 ] && [ "$(grep -c . typo_check.err)" = 1 ] && [ "$(cat typo_check.err)" = "$(grep '^ghfit: error:' "typo-$j_typo.out")" ] ||
+  die "ghfit check before sbatch: exit $rc, '$(cat typo_check.err)' (the job's line: '$(grep '^ghfit: error:' "typo-$j_typo.out")')"
+[ $fail = 0 ] && ok "a typo fails after $t_typo s in the job's ghfit check step (before srun), one error line naming the option, exit 2; ghfit check before sbatch prints the same line"
 
 # ---- 2. --ntasks=2 == mpirun -np 2 ------------------------------------------------------------
 wait_done "$j_fit" 120 || die "fit job $j_fit did not end"
@@ -186,14 +197,16 @@ same_as cpt.h5 ref_t2.dump || die "--cpus-per-task=2 fit differs from the 2-thre
 [ $fail = 0 ] && ok "--ntasks=1 --cpus-per-task=2 accepted; 1 rank, 2 threads (== 2-thread reference bitwise, != 1 thread)"
 
 # ---- 4. the array ------------------------------------------------------------------------------
-for k in 0 1 2; do wait_done "${j_arr}_$k" 120 || die "array task $k did not end"; done
+for k in 0 1 2 3; do wait_done "${j_arr}_$k" 120 || die "array task $k did not end"; done
 n=0
-for k in 0 1 2; do
+for k in 0 1 2 3; do
   show "arr-${j_arr}_$k.out"
   [ "$(state_of "${j_arr}_$k")" = COMPLETED ] || die "array task $k: state $(state_of "${j_arr}_$k")"
   grep -q "OMP_NUM_THREADS=2" "arr-${j_arr}_$k.out" || die "array task $k: not 2 threads"
-  grep -q -- "--slice $k/3 --out $W/arr/sweep_$k.h5 --checkpoint $W/arr/ck_$k.h5" "arr-${j_arr}_$k.out" ||
+  grep -q -- "--slice $k/4 --out $W/arr/sweep_$k.h5 --checkpoint $W/arr/ck_$k.h5" "arr-${j_arr}_$k.out" ||
     die "array task $k: output or checkpoint not named after the job file"
+  grep -q "^ghfit check: ok: \`ghfit run\` would start 4 fits on 1 rank" "arr-${j_arr}_$k.out" ||
+    die "array task $k: no ghfit check step (or not 4 fits)"
   f=arr/sweep_$k.h5
   [ -e $f ] || { die "array task $k wrote no $f"; continue; }
   for fit in $(h5ls $f/fits | awk '{print $1}'); do
@@ -201,16 +214,21 @@ for k in 0 1 2; do
     [ "$(fitdump $f $fit)" = "$(fitdump sweep_ref.h5 $fit)" ] || die "array fit $fit differs from ghfit run"
   done
 done
-[ $n = 6 ] || die "the array wrote $n fits, expected 6"
-"$G" summary arr/sweep_0.h5 arr/sweep_1.h5 arr/sweep_2.h5 --sort bic > summary.txt || die "ghfit summary of the array results"
+[ $n = 16 ] || die "the array wrote $n fits, expected 16"
+"$G" summary arr/sweep_0.h5 arr/sweep_1.h5 arr/sweep_2.h5 arr/sweep_3.h5 --sort bic > summary.txt 2> summary.err &&
+  [ ! -s summary.err ] || die "ghfit summary of the array results"
+"$G" summary arr/sweep_0.h5 arr/sweep_1.h5 arr/sweep_3.h5 > summary3.txt 2> summary3.err; rc=$?
+[ $rc = 0 ] && [ "$(grep -c . summary3.err)" = 1 ] &&
+  grep -q "^ghfit: warning: the files of job [0-9a-f]* hold 3 of its 4 slices: slice 2/4 missing (the table has 12 of the job's 16 fits" summary3.err ||
+  { cat summary3.err; die "ghfit summary over 3 of the 4 array files: exit $rc, no warning naming slice 2/4"; }
 # one slice again, alone, into other files (GHFIT_SLICES: index = slice)
-j_one=$(sub --array=1 --export=ALL,GHFIT_SLICES=3,GHFIT_OUT_PREFIX="$W/arr/again" --output="$W/one-%A_%a.out" \
+j_one=$(sub --array=1 --export=ALL,GHFIT_SLICES=4,GHFIT_OUT_PREFIX="$W/arr/again" --output="$W/one-%A_%a.out" \
         "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") || die "sbatch one slice"
 wait_done "${j_one}_1" 60 || die "one-slice task did not end"
 show "one-${j_one}_1.out"
 [ "$(h5ls arr/again_1.h5/fits 2>/dev/null | awk '{print $1}' | sort)" = "$(h5ls arr/sweep_1.h5/fits | awk '{print $1}' | sort)" ] ||
-  die "GHFIT_SLICES=3 --array=1 did not rerun slice 1/3"
-[ $fail = 0 ] && ok "sbatch --array=0-2 --cpus-per-task=2: 6 fits in arr/sweep_K.h5, equal to ghfit run; one slice rerun alone"
+  die "GHFIT_SLICES=4 --array=1 did not rerun slice 1/4"
+[ $fail = 0 ] && ok "sbatch --array=0-3 --cpus-per-task=2: 16 warm-started fits in arr/sweep_K.h5, bitwise one ghfit run with 4 groups; summary over 3 of 4 files warns; one slice rerun alone"
 
 # ---- 4b. job-file keys win -----------------------------------------------------------------------
 for j in $j_key $j_key2; do
