@@ -154,6 +154,7 @@ typedef struct ghf_out_meta {
     const char *version, *git_commit, *command_line, *backend;
     int n_ranks;
     const char *config_text; /* may be NULL; when set, written as the /config string dataset */
+    int omp_threads;         /* OpenMP threads per rank (root attribute omp_threads when > 0) */
 } ghf_out_meta;
 
 typedef struct ghf_fit_record {

@@ -217,6 +217,7 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, ch
     bad |= ghf__attr_str(w->f, "created", created) < 0;
     bad |= ghf__attr_str(w->f, "command_line", m->command_line ? m->command_line : "") < 0;
     bad |= ghf__attr_int(w->f, "n_ranks", m->n_ranks) < 0;
+    if (m->omp_threads > 0) bad |= ghf__attr_int(w->f, "omp_threads", m->omp_threads) < 0;
     bad |= ghf__attr_str(w->f, "backend", m->backend ? m->backend : "") < 0;
     if (!bad && m->config_text)
         bad |= write_string(w->f, "config", m->config_text,

@@ -371,6 +371,7 @@ static void spec_em_opts(group_ctx *g, const ghf_fit_spec *s, const ghf_data *da
     eo->seed = (uint64_t)s->seed;
     eo->n_starts = j->starts;
     eo->accel = j->accel;
+    eo->log_time = j->log_time;
     if (g->mode == GHF_PIPE_FIT) {
         eo->quiet = j->quiet;
     } else {
