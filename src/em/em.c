@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agree.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -177,9 +178,11 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     e.stats = calloc((size_t)e.len, sizeof(double));
     e.saved = calloc((size_t)e.len, sizeof(double));
     r->trace = calloc((size_t)L.max_iter + 2, sizeof(double));
-    if (!e.stats || !e.saved || !r->trace || ghf_derived_alloc(&e.g, d) || ghf_params_alloc(&r->params, d) ||
-        ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d)) {
-        snprintf(err, errlen, "out of memory (d = %d)", d);
+    int fail = !e.stats || !e.saved || !r->trace || ghf_derived_alloc(&e.g, d) || ghf_params_alloc(&r->params, d) ||
+               ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d);
+    if (fail) snprintf(err, errlen, "out of memory (EM state, d = %d)", d);
+    if (ghf_test_fail("alloc", err, errlen)) fail = 1;
+    if (ghf_agree(comm, fail, err, errlen)) { /* every rank leaves before the first E-step */
         rc = 1;
         goto out;
     }
