@@ -79,12 +79,25 @@ int ghf__em_collapsing(const em_ctx *e, const ghf_em_state *st, int k, double n_
 const char *ghf__em_converged_status(const ghf_model *m, const ghf_params *t)
 {
     /* faces of the GIG domain: a boundary only for the families that live inside it */
-    if (ghf_family_get(m->family)->sub == GHF_SUB_GIG) {
-        if (t->a == 0.0) return "converged on the boundary a = 0 (the skewed Student-t limit of GH)";
-        if (t->b == 0.0) return "converged on the boundary b = 0 (the variance-gamma limit of GH)";
-        if (fabs(t->p) >= 50.0) return "converged on the boundary |p| = 50 (the bound of the GIG index)";
+    static char buf[160];
+    const ghf_family_def *fd = ghf_family_get(m->family);
+    if (fd->sub == GHF_SUB_GIG) {
+        if (t->a == 0.0 || t->b == 0.0) {
+            snprintf(buf, sizeof buf, "converged on the boundary %s = 0 (the %s limit of %s)", t->a == 0.0 ? "a" : "b",
+                     t->a == 0.0 ? "skewed Student-t" : "variance-gamma", fd->name);
+            return buf;
+        }
+        if (fabs(t->p) >= fd->p_max) {
+            snprintf(buf, sizeof buf, "converged on the boundary |p| = %g (the bound of the GIG index)", fd->p_max);
+            return buf;
+        }
     }
     return "converged";
+}
+
+int ghf__em_on_face(const ghf_model *m, const ghf_params *t)
+{
+    return ghf_family_get(m->family)->sub == GHF_SUB_GIG && (t->a == 0.0 || t->b == 0.0);
 }
 
 /* The log-likelihood has changed by less than tol (relative) in total over

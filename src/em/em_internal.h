@@ -99,4 +99,7 @@ int ghf__em_against_gaussian(em_loop *L, ghf_em_result *r, char *err, size_t err
 /* The prefix of an iteration line: [time stamp] label. */
 const char *ghf__em_line_prefix(em_loop *L);
 
+/* 1 when t lies on a face (a = 0 or b = 0) of a family that lives inside the GIG domain */
+int ghf__em_on_face(const ghf_model *m, const ghf_params *t);
+
 #endif

@@ -154,7 +154,8 @@ em_next ghf__em_step_plain(em_loop *L, ghf_em_result *r, int erc)
                    ghf__em_gauss_limit_status);
         else
             ghf__em_finish(r, &st->cur, ll, k, st->trace, GHF_EM_CONVERGED,
-                   dpar < o->tol ? ghf__em_converged_status(&e->model, &st->cur) : ghf__em_flat_status);
+                   dpar < o->tol || ghf__em_on_face(&e->model, &st->cur) ? ghf__em_converged_status(&e->model, &st->cur)
+                                                                          : ghf__em_flat_status);
         return EM_DONE;
     }
     if (k >= L->max_iter) {
