@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +230,7 @@ static void write_result(collector *c, const char *backend, int world_size, int 
     snprintf(slice, sizeof slice, "%d/%d", j->slice_n > 1 ? j->slice_k : 0, j->slice_n > 1 ? j->slice_n : 1);
     snprintf(hash, sizeof hash, "%016" PRIx64, ghf_job_identity(j));
     ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg,
-                         slice, hash, c->n_total};
+                         omp_get_max_threads(), slice, hash, c->n_total};
     ghf_h5_writer *w = ghf_h5_out_open(j->out, &meta, err, errlen);
     free(cfg);
     if (!w) {
