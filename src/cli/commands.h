@@ -22,14 +22,6 @@ int ghf_cmd_check(int argc, char **argv);   /* `ghfit check fit|run ...`: serial
 int ghf_fit_job(int argc, char **argv, ghf_job *j);
 int ghf_run_job(int serial, int argc, char **argv, ghf_job *j);
 
-/* The job of `ghfit fit ARGS` and of `ghfit run JOB.yaml [overrides]`
- * (argv[0] the command), as those commands build it: 0, -1 for --help, or
- * an exit status after one error line.  ghf_run_job reads the job file on
- * rank 0 and broadcasts it, or, serial = 1, reads it itself (no MPI call).
- * Free the job with ghf_job_free in every case. */
-int ghf_fit_job(int argc, char **argv, ghf_job *j);
-int ghf_run_job(int serial, int argc, char **argv, ghf_job *j);
-
 /* SIGUSR1 / SIGTERM set this flag to the signal's number (async-signal-safe);
  * the EM loop turns it into a collective stop at the next iteration boundary.
  * main installs the handlers as its first instruction, so a request that
