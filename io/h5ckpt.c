@@ -449,38 +449,6 @@ out:
     return rc;
 }
 
-/* The whole file, if it is a regular one (a FIFO cannot block the read). */
-static int slurp(const char *path, unsigned char **buf, size_t *len)
-{
-    *buf = NULL;
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
-    const size_t n = (size_t)sb.st_size;
-    unsigned char *b = malloc(n + 1);
-    size_t off = 0;
-    int e = b ? 0 : ENOMEM;
-    while (!e && off < n) {
-        const ssize_t k = read(fd, b + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) e = k < 0 ? errno : EIO;
-        else off += (size_t)k;
-    }
-    close(fd);
-    if (e) {
-        free(b);
-        errno = e;
-        return -1;
-    }
-    *buf = b;
-    *len = n;
-    return 0;
-}
 
 /* Signature, size and checksum of a checkpoint's bytes: NULL, or what is wrong. */
 static const char *verify_image(const unsigned char *b, size_t n, char *why, size_t whylen)
@@ -505,7 +473,7 @@ int ghf_ckpt_read(const char *path, ghf_ckpt *c, char *err, size_t errlen)
     ghf__h5_quiet();
     unsigned char *b = NULL;
     size_t n = 0;
-    if (slurp(path, &b, &n) != 0) {
+    if (ghf__read_regular(path, -1, &b, &n) != 0) {
         if (errno == ENOENT) ghf__seterr(err, errlen, "%s: no such checkpoint file", path);
         else if (errno == EINVAL) ghf__seterr(err, errlen, "%s: the checkpoint is not a regular file", path);
         else ghf__seterr(err, errlen, "%s: cannot read the checkpoint: %s", path, strerror(errno));

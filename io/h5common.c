@@ -326,6 +326,52 @@ int ghf__fsync_parent(const char *path)
 }
 
 /* ---------------------------------------------------------------------------
+ * Plain files
+ * ------------------------------------------------------------------------- */
+
+int ghf__read_regular(const char *path, int64_t want, unsigned char **buf, size_t *len)
+{
+    *buf = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO cannot block */
+    if (fd < 0) return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (want >= 0 && sb.st_size < want)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    const size_t n = want >= 0 ? (size_t)want : (size_t)sb.st_size;
+    unsigned char *b = malloc(n + 1);
+    size_t off = 0;
+    int e = b ? 0 : ENOMEM;
+    while (!e && off < n) {
+        const ssize_t k = read(fd, b + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    close(fd);
+    if (e) {
+        free(b);
+        errno = e;
+        return -1;
+    }
+    *buf = b;
+    if (len) *len = n;
+    return 0;
+}
+
+hid_t ghf__h5_open_ro(const char *path)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return -1;
+    H5Pset_file_locking(fapl, 1, 1);
+    const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
+/* ---------------------------------------------------------------------------
  * Attributes
  * ------------------------------------------------------------------------- */
 

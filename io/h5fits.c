@@ -23,10 +23,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
                            char *err, size_t errlen)
 {
     ghf__h5_quiet();
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = ghf__h5_open_ro(path);
     if (f < 0) {
         ghf__seterr(err, errlen, "%s: cannot open the result file", path);
         return 2;

@@ -506,10 +506,7 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
         ghf__seterr(err, errlen, "%s:/summary: not an HDF5 file", path);
         return 2;
     }
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = ghf__h5_open_ro(path);
     if (f < 0) {
         ghf__seterr(err, errlen, "%s:/summary: HDF5 file is truncated or corrupt", path);
         return 2;

@@ -106,6 +106,13 @@ int ghf__file_starts_with(const char *path, const char *magic, size_t n);
 /* fsync the directory that holds path; 0 on success (best effort). */
 int ghf__fsync_parent(const char *path);
 
+/* The first `want` bytes (want < 0: all) of a regular file into a malloc'd
+ * buffer (*len: its length, when len is not NULL); -1 with errno (EINVAL:
+ * not a regular file, or shorter than want). */
+int ghf__read_regular(const char *path, int64_t want, unsigned char **buf, size_t *len);
+/* H5Fopen read-only, serial, with HDF5's file locking on; < 0 on failure. */
+hid_t ghf__h5_open_ro(const char *path);
+
 /* String attributes (variable-length UTF-8) and numeric scalar attributes. */
 int ghf__attr_str(hid_t loc, const char *name, const char *val);
 int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
