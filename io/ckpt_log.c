@@ -151,36 +151,6 @@ int ghf_ckpt_log_commit(ghf_ckpt_log *l, ghf_ckpt *c, char *err, size_t errlen)
  * Reading the prefix a checkpoint refers to
  * ------------------------------------------------------------------------- */
 
-static int read_prefix(const char *lp, int64_t n, unsigned char **out)
-{
-    *out = NULL;
-    const int fd = open(lp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < n) {
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
-    unsigned char *b = malloc((size_t)n + 1);
-    int64_t off = 0;
-    int e = b ? 0 : ENOMEM;
-    while (!e && off < n) {
-        const ssize_t k = read(fd, b + off, (size_t)(n - off));
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) e = k < 0 ? errno : EIO;
-        else off += k;
-    }
-    close(fd);
-    if (e) {
-        free(b);
-        errno = e;
-        return -1;
-    }
-    *out = b;
-    return 0;
-}
-
 /* the entries of a verified prefix into c's done_* arrays */
 static int parse_entries(const unsigned char *b, int64_t n, ghf_ckpt *c)
 {
@@ -215,7 +185,7 @@ int ghf__ckpt_log_read(const char *path, ghf_ckpt *c, char *err, size_t errlen)
     const char *slash = strrchr(path, '/');
     snprintf(lp, sizeof lp, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, c->log_name);
     unsigned char *b = NULL;
-    if (c->log_bytes < LOG_HEADER || c->log_count > 0x7fffffff || read_prefix(lp, c->log_bytes, &b) != 0) {
+    if (c->log_bytes < LOG_HEADER || c->log_count > 0x7fffffff || ghf__read_regular(lp, c->log_bytes, &b, NULL) != 0) {
         ghf__seterr(err, errlen, "%s: its log of finished fits %s is missing or shorter than the %lld bytes it needs",
                     path, lp, (long long)c->log_bytes);
         return 2;

@@ -306,6 +306,12 @@ int ghf_ckpt_write(const char *path, const ghf_ckpt *c, char *err, size_t errlen
  * Reading
  * ------------------------------------------------------------------------- */
 
+static int read_attr_str(hid_t loc, const char *name, char **out)
+{
+    *out = ghf__attr_read_str(loc, name);
+    return *out ? 0 : -1;
+}
+
 /* 1-D dataset of exactly n elements (n < 0: any; *got receives the count) */
 static int read_arr(hid_t loc, const char *name, hid_t mtype, size_t esize, int64_t n, void **out, int64_t *got)
 {
@@ -356,22 +362,22 @@ static int read_contents(hid_t f, ghf_ckpt *c)
     char *fmt = NULL, *kind = NULL, *hash = NULL, *fp = NULL;
     int64_t ver = 0, v = 0;
     int rc = -1;
-    if (ghf__attr_read_str(f, "format", &fmt) || strcmp(fmt, "ghfit-checkpoint") != 0) goto out;
+    if (read_attr_str(f, "format", &fmt) || strcmp(fmt, "ghfit-checkpoint") != 0) goto out;
     if (ghf__attr_read_i64(f, "format_version", &ver) || ver != GHF_CKPT_FORMAT_VERSION) goto out;
-    if (ghf__attr_read_str(f, "kind", &kind) || ghf__attr_read_str(f, "data_file", &c->data_path) ||
-        ghf__attr_read_str(f, "dataset", &c->dataset) || ghf__attr_read_i64(f, "n_rows", &c->n_rows) ||
-        ghf__attr_read_i64(f, "dim", &v) || ghf__attr_read_str(f, "options_hash", &hash) ||
+    if (read_attr_str(f, "kind", &kind) || read_attr_str(f, "data_file", &c->data_path) ||
+        read_attr_str(f, "dataset", &c->dataset) || ghf__attr_read_i64(f, "n_rows", &c->n_rows) ||
+        ghf__attr_read_i64(f, "dim", &v) || read_attr_str(f, "options_hash", &hash) ||
         ghf__attr_read_i64(f, "n_fits", &c->n_fits))
         goto out;
     snprintf(c->kind, sizeof c->kind, "%s", kind);
     c->d = (int)v;
     c->hash = strtoull(hash, NULL, 16);
-    if (ghf__attr_read_str(f, "data_fingerprint", &fp) || ghf__attr_read_i64(f, "data_fingerprint_rows", &c->data_fp_rows))
+    if (read_attr_str(f, "data_fingerprint", &fp) || ghf__attr_read_i64(f, "data_fingerprint_rows", &c->data_fp_rows))
         goto out;
     c->data_fp = strtoull(fp, NULL, 16);
     if (H5Aexists(f, "done_log") > 0) {
         int64_t crc = 0;
-        if (ghf__attr_read_str(f, "done_log", &c->log_name) || ghf__attr_read_i64(f, "done_bytes", &c->log_bytes) ||
+        if (read_attr_str(f, "done_log", &c->log_name) || ghf__attr_read_i64(f, "done_bytes", &c->log_bytes) ||
             ghf__attr_read_i64(f, "done_crc", &crc) || ghf__attr_read_i64(f, "done_count", &c->log_count) || c->log_bytes < 0 ||
             c->log_count < 0 || crc < 0 || crc > (int64_t)UINT32_MAX || strchr(c->log_name, '/'))
             goto out;
@@ -398,12 +404,12 @@ static int read_contents(hid_t f, ghf_ckpt *c)
         ghf_ckpt_run *r = &c->run[c->n_run++];
         char *name = NULL;
         int64_t it = 0, dd = 0;
-        ok = ghf__attr_read_i64(rg, "index", &r->index) == 0 && ghf__attr_read_str(rg, "name", &name) == 0 &&
+        ok = ghf__attr_read_i64(rg, "index", &r->index) == 0 && read_attr_str(rg, "name", &name) == 0 &&
              ghf__attr_read_i64(rg, "iter", &it) == 0 && ghf__attr_read_i64(rg, "dim", &dd) == 0 && it >= 0 && dd >= 1;
         if (ok) {
             snprintf(r->name, sizeof r->name, "%s", name);
             char *fam = NULL;
-            if (H5Aexists(rg, "family") > 0 && ghf__attr_read_str(rg, "family", &fam) == 0)
+            if (H5Aexists(rg, "family") > 0 && read_attr_str(rg, "family", &fam) == 0)
                 snprintf(r->family, sizeof r->family, "%s", fam);
             free(fam);
             r->iter = (int)it;
@@ -443,38 +449,6 @@ out:
     return rc;
 }
 
-/* The whole file, if it is a regular one (a FIFO cannot block the read). */
-static int slurp(const char *path, unsigned char **buf, size_t *len)
-{
-    *buf = NULL;
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
-    const size_t n = (size_t)sb.st_size;
-    unsigned char *b = malloc(n + 1);
-    size_t off = 0;
-    int e = b ? 0 : ENOMEM;
-    while (!e && off < n) {
-        const ssize_t k = read(fd, b + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) e = k < 0 ? errno : EIO;
-        else off += (size_t)k;
-    }
-    close(fd);
-    if (e) {
-        free(b);
-        errno = e;
-        return -1;
-    }
-    *buf = b;
-    *len = n;
-    return 0;
-}
 
 /* Signature, size and checksum of a checkpoint's bytes: NULL, or what is wrong. */
 static const char *verify_image(const unsigned char *b, size_t n, char *why, size_t whylen)
@@ -499,7 +473,7 @@ int ghf_ckpt_read(const char *path, ghf_ckpt *c, char *err, size_t errlen)
     ghf__h5_quiet();
     unsigned char *b = NULL;
     size_t n = 0;
-    if (slurp(path, &b, &n) != 0) {
+    if (ghf__read_regular(path, -1, &b, &n) != 0) {
         if (errno == ENOENT) ghf__seterr(err, errlen, "%s: no such checkpoint file", path);
         else if (errno == EINVAL) ghf__seterr(err, errlen, "%s: the checkpoint is not a regular file", path);
         else ghf__seterr(err, errlen, "%s: cannot read the checkpoint: %s", path, strerror(errno));

@@ -342,6 +342,52 @@ int ghf__fsync_parent(const char *path)
 }
 
 /* ---------------------------------------------------------------------------
+ * Plain files
+ * ------------------------------------------------------------------------- */
+
+int ghf__read_regular(const char *path, int64_t want, unsigned char **buf, size_t *len)
+{
+    *buf = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO cannot block */
+    if (fd < 0) return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (want >= 0 && sb.st_size < want)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    const size_t n = want >= 0 ? (size_t)want : (size_t)sb.st_size;
+    unsigned char *b = malloc(n + 1);
+    size_t off = 0;
+    int e = b ? 0 : ENOMEM;
+    while (!e && off < n) {
+        const ssize_t k = read(fd, b + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    close(fd);
+    if (e) {
+        free(b);
+        errno = e;
+        return -1;
+    }
+    *buf = b;
+    if (len) *len = n;
+    return 0;
+}
+
+hid_t ghf__h5_open_ro(const char *path)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return -1;
+    H5Pset_file_locking(fapl, 1, 1);
+    const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
+/* ---------------------------------------------------------------------------
  * Attributes
  * ------------------------------------------------------------------------- */
 
@@ -384,6 +430,53 @@ int ghf__attr_int(hid_t loc, const char *name, int v)
 int ghf__attr_f64(hid_t loc, const char *name, double v)
 {
     return attr_write(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v)
+{
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    const int rc = H5Aread(a, H5T_NATIVE_INT64, v) < 0 ? -1 : 0;
+    H5Aclose(a);
+    return rc;
+}
+
+int ghf__attr_read_f64(hid_t loc, const char *name, double *v)
+{
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    const int rc = H5Aread(a, H5T_NATIVE_DOUBLE, v) < 0 ? -1 : 0;
+    H5Aclose(a);
+    return rc;
+}
+
+char *ghf__attr_read_str(hid_t loc, const char *name)
+{
+    if (H5Aexists(loc, name) <= 0) return NULL;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT), t = a >= 0 ? H5Aget_type(a) : -1;
+    char *out = NULL;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_cset(mt, H5Tget_cset(t)); /* HDF5 converts no character set into another */
+        if (H5Tis_variable_str(t) > 0) {
+            char *s = NULL;
+            H5Tset_size(mt, H5T_VARIABLE);
+            if (H5Aread(a, mt, &s) >= 0 && s) out = strdup(s);
+            H5free_memory(s);
+        } else {
+            const size_t n = H5Tget_size(t);
+            char *s = calloc(n + 1, 1);
+            H5Tset_size(mt, n + 1);
+            if (s && H5Aread(a, mt, s) >= 0) out = s;
+            else free(s);
+        }
+        H5Tclose(mt);
+    }
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return out;
 }
 
 /* ---------------------------------------------------------------------------
@@ -445,34 +538,3 @@ int ghf__file_starts_with(const char *path, const char *magic, size_t n)
     return ok;
 }
 
-int ghf__attr_read_str(hid_t loc, const char *name, char **out)
-{
-    hid_t at = H5Aopen(loc, name, H5P_DEFAULT);
-    if (at < 0) return -1;
-    hid_t ty = H5Aget_type(at);
-    int rc = -1;
-    if (H5Tget_class(ty) == H5T_STRING && H5Tis_variable_str(ty) > 0) {
-        char *s = NULL;
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5T_VARIABLE);
-        H5Tset_cset(mt, H5T_CSET_UTF8);
-        if (H5Aread(at, mt, &s) >= 0 && s) {
-            *out = strdup(s);
-            rc = *out ? 0 : -1;
-        }
-        H5free_memory(s);
-        H5Tclose(mt);
-    }
-    H5Tclose(ty);
-    H5Aclose(at);
-    return rc;
-}
-
-int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v)
-{
-    hid_t at = H5Aopen(loc, name, H5P_DEFAULT);
-    if (at < 0) return -1;
-    int rc = H5Aread(at, H5T_NATIVE_INT64, v) < 0 ? -1 : 0;
-    H5Aclose(at);
-    return rc;
-}

@@ -122,10 +122,7 @@ int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int
         return 1;
     }
     ghf__h5_quiet();
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = ghf__h5_open_ro(path);
     hid_t ds = f >= 0 ? H5Dopen2(f, dn, H5P_DEFAULT) : -1;
     hid_t fs = ds >= 0 ? H5Dget_space(ds) : -1, ms = -1;
     rc = fs < 0 || H5Sselect_none(fs) < 0;

@@ -516,10 +516,7 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
         ghf__seterr(err, errlen, "%s:/summary: not an HDF5 file", path);
         return 2;
     }
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = ghf__h5_open_ro(path);
     if (f < 0) {
         ghf__seterr(err, errlen, "%s:/summary: HDF5 file is truncated or corrupt", path);
         return 2;
@@ -584,18 +581,14 @@ int ghf_h5_read_run_ident(const char *path, ghf_run_ident *id, char *err, size_t
         ghf__seterr(err, errlen, "%s: not a readable HDF5 result file", path ? path : "(null)");
         return 2;
     }
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = ghf__h5_open_ro(path);
     if (f < 0) {
         ghf__seterr(err, errlen, "%s: HDF5 file is truncated or corrupt", path);
         return 2;
     }
-    char *slice = NULL, *hash = NULL;
+    char *slice = ghf__attr_read_str(f, "slice"), *hash = ghf__attr_read_str(f, "job_hash");
     int64_t total = 0;
-    if (H5Aexists(f, "slice") > 0 && ghf__attr_read_str(f, "slice", &slice) == 0 &&
-        ghf__attr_read_str(f, "job_hash", &hash) == 0 && ghf__attr_read_i64(f, "n_fits_total", &total) == 0 &&
+    if (slice && hash && ghf__attr_read_i64(f, "n_fits_total", &total) == 0 &&
         sscanf(slice, "%d/%d", &id->slice_k, &id->slice_n) == 2 && id->slice_n >= 1 && id->slice_k >= 0 &&
         id->slice_k < id->slice_n && strlen(hash) < sizeof id->job_hash) {
         id->have = 1;

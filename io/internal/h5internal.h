@@ -108,15 +108,24 @@ int ghf__file_starts_with(const char *path, const char *magic, size_t n);
 /* fsync the directory that holds path; 0 on success (best effort). */
 int ghf__fsync_parent(const char *path);
 
+/* The first `want` bytes (want < 0: all) of a regular file into a malloc'd
+ * buffer (*len: its length, when len is not NULL); -1 with errno (EINVAL:
+ * not a regular file, or shorter than want). */
+int ghf__read_regular(const char *path, int64_t want, unsigned char **buf, size_t *len);
+/* H5Fopen read-only, serial, with HDF5's file locking on; < 0 on failure. */
+hid_t ghf__h5_open_ro(const char *path);
+
 /* String attributes (variable-length UTF-8) and numeric scalar attributes. */
 int ghf__attr_str(hid_t loc, const char *name, const char *val);
 int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
 int ghf__attr_int(hid_t loc, const char *name, int v);
 int ghf__attr_f64(hid_t loc, const char *name, double v);
-/* Reading them back: a variable-length string (*out malloc'd) or an integer
- * scalar; 0, or -1 when absent or of another type. */
-int ghf__attr_read_str(hid_t loc, const char *name, char **out);
+/* Readers: 0, or -1 when the attribute is absent or unreadable; a string
+ * attribute (variable or fixed length, any character set) as a malloc'd
+ * copy, or NULL. */
 int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v);
+int ghf__attr_read_f64(hid_t loc, const char *name, double *v);
+char *ghf__attr_read_str(hid_t loc, const char *name);
 
 /* Test hooks ------------------------------------------------------------- */
 

@@ -423,8 +423,17 @@ def _rows_from_command_line(cmd: str):
 
 
 def _locate_rows(fit: Fit, cfg: dict | None, cmd: str):
-    """Fill fit.data_file/.data_dataset/.row_start/.row_count from the
-    effective configuration (data.rows, windows) or the command line."""
+    """Fill fit.data_file/.data_dataset/.row_start/.row_count: from the
+    fit's own attributes data_file, dataset, row_start, row_count (written by
+    this version), else from the effective configuration (data.rows,
+    windows) or the command line of older files."""
+    a = fit.attrs
+    if "data_file" in a and "row_start" in a:
+        fit.data_file, fit.data_dataset = str(a["data_file"]), str(a.get("dataset", "/X"))
+        fit.row_start, fit.row_count = int(a["row_start"]), int(a["row_count"]) if "row_count" in a else None
+        if cmd and not cfg:
+            fit.cli_p_fixed = _rows_from_command_line(cmd)[4]
+        return
     if cfg:
         data = cfg.get("data")
         rows = {}

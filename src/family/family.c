@@ -457,15 +457,23 @@ int ghf_model_nparams(const ghf_model *m, int d)
     return normal + sub - 1; /* one direction of the scale orbit removed */
 }
 
-int ghf_model_starts(const ghf_model *m, int d, int n_starts, uint64_t seed, double cand[16][3])
+/* m with every fixed p explicit: a family whose p is fixed by definition
+ * (nig, hyp) is solved at that p with the GIG pieces */
+static ghf_model resolved(const ghf_model *m, int d)
 {
-    const ghf_family_def *fd = ghf_family_get(m->family);
     ghf_model mm = *m;
     const double fp = ghf_model_fixed_p(m, d);
     if (!isnan(fp)) {
         mm.fix_p = 1;
         mm.p = fp;
     }
+    return mm;
+}
+
+int ghf_model_starts(const ghf_model *m, int d, int n_starts, uint64_t seed, double cand[16][3])
+{
+    const ghf_family_def *fd = ghf_family_get(m->family);
+    const ghf_model mm = resolved(m, d);
     return fd ? fd->starts(&mm, d, n_starts, seed, cand) : 0;
 }
 
@@ -473,25 +481,13 @@ ghf_sub_status ghf_model_msub(const ghf_model *m, int d, const double eta[3], co
 {
     const ghf_family_def *fd = ghf_family_get(m->family);
     if (!fd) return GHF_SUB_FAILED;
-    ghf_model mm = *m;
-    const double fp = fd->family_p(d);
-    if (!isnan(fp)) {
-        /* a family whose p is fixed by definition: solve at that p with the
-         * GIG pieces (nig has its closed form) */
-        mm.fix_p = 1;
-        mm.p = fp;
-    }
+    const ghf_model mm = resolved(m, d);
     return fd->msub(&mm, d, eta, cur, out);
 }
 
 int ghf_model_near_gauss(const ghf_model *m, int d, double kappa, double out[3])
 {
     const ghf_family_def *fd = ghf_family_get(m->family);
-    ghf_model mm = *m;
-    const double fp = ghf_model_fixed_p(m, d);
-    if (!isnan(fp)) {
-        mm.fix_p = 1;
-        mm.p = fp;
-    }
+    const ghf_model mm = resolved(m, d);
     return fd ? fd->near_gauss(&mm, d, kappa, out) : -1;
 }
