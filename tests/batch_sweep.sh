@@ -106,7 +106,7 @@ bad "nothere.h5" 'data: nothere.h5\nout: bad.h5\n'
 # the example job files of jobs/ parse and run (on this data, a few iterations)
 for jf in "$SRC"/jobs/*.yaml; do
   b=$(basename "$jf" .yaml)
-  mpirun -np 2 "$G" run "$jf" --data data.h5 --out ex_$b.h5 --checkpoint ex_$b.ckpt.h5 --max-iter 3 --quiet \
+  mpirun -np 2 "$G" run "$jf" --data data.h5 --dataset /X --out ex_$b.h5 --checkpoint ex_$b.ckpt.h5 --max-iter 3 --quiet \
     > ex_$b.txt 2>&1 || { cat ex_$b.txt; die "example job $jf"; }
   [ -e ex_$b.h5 ] && echo "ok   example $b.yaml: $(h5ls ex_$b.h5/fits | grep -c Group) fits" || die "example $b: no result"
 done

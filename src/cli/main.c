@@ -14,14 +14,15 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "ghfit %s - Generalized Hyperbolic and NIG fits by distributed EM\n"
+            "ghfit %s - Generalized Hyperbolic family fits (gh, hyp, nig, vg, t, gauss) by distributed EM\n"
             "\n"
             "usage:\n"
             "  ghfit generate --model gh|nig --dim D --n N --seed S --out DATA.h5 [--dataset /X] [--dtype float64|float32] [model parameters]\n"
-            "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|nig --out RESULT.h5 [--max-iter K] [--tol T]\n"
+            "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|hyp|nig|vg|t|gauss --out RESULT.h5\n"
+            "                         [--symmetric] [--p-fixed P] [--max-iter K] [--tol T]\n"
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
-            "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name]\n"
+            "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name] [--lrt]   likelihood-ratio tests\n"
             "  ghfit --help | --version\n"
             "\n"
             "fit defaults: --tol %g (relative change of the log-likelihood AND of every parameter, p, a, b\n"
