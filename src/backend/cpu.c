@@ -257,6 +257,9 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
         double *qv = ub + 2 * CPU_BLOCK, *zwv = qv + CPU_BLOCK;
         double *scratch2 = wb + (size_t)CPU_BLOCK * d + 4 * CPU_BLOCK; /* [CPU_BLOCK*d + CPU_BLOCK] */
         const ghf_bessel_plan *plan = c->plan;
+        /* ghf_backend_cpu_rows: the rows' results (locals: no aliasing with c) */
+        const int keep_rows = c->row_ll != NULL;
+        double *restrict rq = c->row_q, *restrict rll = c->row_ll, *restrict rv = c->row_v, *restrict ru = c->row_u;
         for (int i = 0; i < len; i++) ghf_xsum_init(&xs[i]);
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
@@ -278,11 +281,11 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
                 else
                     bk = ghf_bessel_plan_eval(plan, z);
                 const ghf_point pt = ghf_estep_point(&kc, q, zwv[i], bk);
-                if (c->row_ll) {
-                    c->row_q[r0 + i] = q;
-                    c->row_ll[r0 + i] = pt.ll;
-                    c->row_v[r0 + i] = pt.v;
-                    c->row_u[r0 + i] = pt.u;
+                if (keep_rows) {
+                    rq[r0 + i] = q;
+                    rll[r0 + i] = pt.ll;
+                    rv[r0 + i] = pt.v;
+                    ru[r0 + i] = pt.u;
                 }
                 if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
                     s1 += pt.u;
