@@ -7,6 +7,8 @@
 #   * E[Y|x], E[1/Y|x] > 0, Mahalanobis >= 0 (gauss: E[Y|x] = E[1/Y|x] = 1);
 #   * rows with NaN/Inf are flagged 1 with NaN values and left out of loglik
 #     and n_obs; the other rows keep their values;
+#   * an existing eval output, generated data set or result file is replaced
+#     by the new content;
 #   * bad input: one `ghfit: error:` line naming the thing, exit 2, no output.
 # usage: eval.sh GHFIT H5GET WORKDIR
 set -euo pipefail
@@ -71,6 +73,19 @@ paste <("$H" nan_1.h5 /logpdf) <("$H" s_${name}_1.h5 /logpdf) <("$H" nan_1.h5 /n
 awk -v a="$("$H" nan_1.h5 / loglik)" -v b="$("$H" s_${name}_1.h5 / loglik)" 'BEGIN { exit !(a > b || a < b) }' ||
   { echo "FAIL: the loglik did not leave the non-finite rows out"; fail=1; }
 echo "non-finite rows: flagged, NaN values, left out of loglik and n_obs"
+
+# an existing output is replaced by the new content (the in-memory image
+# of a file once started as the old file of the same name)
+other=gh_pfree_tol1e-10_s1
+"$G" eval --model multi.h5:/fits/$other --data data.h5 --out s_${name}_1.h5 --quiet
+[ "$("$H" s_${name}_1.h5 / fit_name)" = $other ] || { echo "FAIL: eval did not replace its earlier output"; fail=1; }
+"$G" generate --model nig --dim 2 --n 50 --seed 1 --out gen.h5 >/dev/null
+"$G" generate --model nig --dim 3 --n 40 --seed 1 --out gen.h5 >/dev/null
+[ "$("$H" gen.h5 /X | wc -l)" = 120 ] || { echo "FAIL: generate did not replace its earlier data set"; fail=1; }
+"$G" fit --data gen.h5 --model nig --out refit.h5 --quiet
+"$G" fit --data data.h5 --model nig --out refit.h5 --quiet
+[ "$("$H" refit.h5 /fits/nig n_obs)" = $N ] || { echo "FAIL: fit did not replace an earlier result file"; fail=1; }
+echo "existing outputs replaced by the new content"
 
 # bad input
 expect() { # STATUS PATTERN NP -- args...
