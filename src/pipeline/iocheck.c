@@ -31,12 +31,13 @@ static int check_outputs(const ghf_io_plan *p, const char *data_file, char *err,
     if (!st && p->checkpoint) st = ghf_h5_out_check(p->checkpoint, err, errlen);
     if (st) return st;
     char prev[4200];
-    ghf_path_use u[6];
+    ghf_path_use u[7];
     int n = 0;
     if (p->data) u[n++] = (ghf_path_use){p->data, "--data", GHF_PATH_INPUT, NULL};
     if (p->data && data_file[0] && !ghf_same_file(p->data, data_file))
         u[n++] = (ghf_path_use){data_file, "the file behind --data's external link", GHF_PATH_INPUT, NULL};
     if (p->job_file) u[n++] = (ghf_path_use){p->job_file, "the job file", GHF_PATH_INPUT, NULL};
+    if (p->model) u[n++] = (ghf_path_use){p->model, "--model", GHF_PATH_INPUT, NULL};
     u[n++] = (ghf_path_use){p->out, "--out", (ghf_path_kind)p->out_kind, p->out_dataset};
     if (p->checkpoint) {
         ghf_ckpt_prev_path(p->checkpoint, prev, sizeof prev);

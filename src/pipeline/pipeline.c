@@ -49,7 +49,7 @@ static int prepare(MPI_Comm world, const ghf_job *j, ghf_pipe_mode mode, int64_t
     const int fit = mode == GHF_PIPE_FIT;
     const ghf_io_plan plan = {j->data_file, j->dataset,   fit ? j->rows_start : 0, fit ? j->rows_len : -1,
                               fit,          size,         fit ? NULL : j->source, j->out,
-                              GHF_PATH_RESULT, NULL,      j->checkpoint};
+                              GHF_PATH_RESULT, NULL,      j->checkpoint, NULL};
     int st = ghf_io_check(world, &plan, n_rows, d, err, errlen);
     if (st) return st;
     st = ghf_job_expand(j, *n_rows, specs, n_specs, n_total, err, errlen);
