@@ -11,3 +11,8 @@ add_custom_target(bench_sweep_ckpt
   COMMAND bash ${CMAKE_SOURCE_DIR}/bench/sweep_ckpt_bench.sh $<TARGET_FILE:ghfit>
           ${CMAKE_BINARY_DIR}/work/bench_sweep_ckpt 1 200000
   DEPENDS ghfit USES_TERMINAL)
+# eval against a fit's E-step (not a test): `cmake --build BUILD --target
+# bench_eval` scores 10^6 rows at d = 10 on 2 ranks (bench/eval_bench.sh).
+add_custom_target(bench_eval
+  COMMAND bash ${CMAKE_SOURCE_DIR}/bench/eval_bench.sh ${CMAKE_BINARY_DIR} 1000000 10 2 10
+  DEPENDS ghfit h5get USES_TERMINAL)

@@ -151,6 +151,7 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
     if (kind == GHF_PATH_RESULT) ok = has_attr(f, "ghfit_version", NULL);
     else if (kind == GHF_PATH_CHECKPOINT) ok = has_attr(f, "format", "ghfit-checkpoint");
     else if (kind == GHF_PATH_MATRIX) ok = is_matrix(f, dataset);
+    else if (kind == GHF_PATH_SCORES) ok = has_attr(f, "ghfit_scores_version", NULL);
     H5Fclose(f);
     return ok;
 }
@@ -161,6 +162,7 @@ static const char *kind_noun(ghf_path_kind k)
     case GHF_PATH_RESULT: return "a ghfit result file (no root attribute ghfit_version)";
     case GHF_PATH_CHECKPOINT: return "a ghfit checkpoint (no root attribute format = \"ghfit-checkpoint\")";
     case GHF_PATH_MATRIX: return "a data set written by ghfit generate";
+    case GHF_PATH_SCORES: return "a ghfit eval output (no root attribute ghfit_scores_version)";
     default: return "a ghfit file";
     }
 }

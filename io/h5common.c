@@ -197,11 +197,7 @@ static void *mem_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *
 static herr_t mem_free(void *ptr, H5FD_file_image_op_t op, void *ud)
 {
     ghf__memfile *m = (ghf__memfile *)ud;
-    /* the last close is the file's: H5Fcreate(H5F_ACC_TRUNC) of a name that
-     * exists on disk first opens and closes that file's image, which must
-     * not be taken for the new file */
-    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf) {
-        free(m->kept);
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf && !m->kept) {
         m->kept = ptr;
         m->kept_size = m->size;
     } else {
@@ -222,12 +218,18 @@ hid_t ghf__h5_mem_create(const char *name, H5F_libver_t libver_lo, ghf__memfile 
 {
     *mf = (ghf__memfile *)calloc(1, sizeof **mf);
     if (!*mf) return -1;
+    /* The core driver reads an existing file of the name it is given (HDF5
+     * 1.10.8, also with H5F_ACC_TRUNC and no backing store): the image would
+     * start as the old file.  A name no file has keeps it empty. */
+    static unsigned long seq = 0;
+    char mem_name[4200];
+    snprintf(mem_name, sizeof mem_name, "%s.ghfit-in-memory.%ld.%lu", name, (long)getpid(), ++seq);
     H5FD_file_image_callbacks_t cb = {mem_malloc,     mem_memcpy,     mem_realloc, mem_free,
                                       mem_udata_copy, mem_udata_free, *mf};
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
     if (fapl >= 0 && H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) >= 0 &&
         H5Pset_libver_bounds(fapl, libver_lo, H5F_LIBVER_LATEST) >= 0 && H5Pset_file_image_callbacks(fapl, &cb) >= 0)
-        f = H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        f = H5Fcreate(mem_name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (fapl >= 0) H5Pclose(fapl);
     if (f < 0) {
         free(*mf);
@@ -537,4 +539,3 @@ int ghf__file_starts_with(const char *path, const char *magic, size_t n)
     close(fd);
     return ok;
 }
-

@@ -1,7 +1,8 @@
 /* h5fits.c - what a result file says about each fit's model and data
  * (ghf_h5_read_fit_models): the attributes symmetric, p_fixed, data_file,
  * dataset, row_start, row_count and n_dropped of /fits/<name>, for the
- * likelihood-ratio tests of `ghfit summary --lrt`. */
+ * likelihood-ratio tests of `ghfit summary --lrt`; and one fit's law
+ * (ghf_h5_read_fit_law) for `ghfit eval` and `ghfit sample`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,4 +54,138 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
     }
     H5Fclose(f);
     return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * One fit's law (ghf_h5_read_fit_law)
+ * ------------------------------------------------------------------------- */
+
+typedef struct fit_names {
+    char list[512]; /* "a, b, c" (cut) */
+    char first[64];
+    int n;
+} fit_names;
+
+static herr_t collect_name(hid_t g, const char *name, const H5L_info_t *info, void *op)
+{
+    (void)g;
+    (void)info;
+    fit_names *fn = op;
+    if (fn->n == 0) snprintf(fn->first, sizeof fn->first, "%s", name);
+    const size_t l = strlen(fn->list);
+    if (l + strlen(name) + 3 < sizeof fn->list) snprintf(fn->list + l, sizeof fn->list - l, "%s%s", l ? ", " : "", name);
+    fn->n++;
+    return 0;
+}
+
+/* A float64 dataset of exactly `count` elements (rank 0 or 1/2 with that many) into v. */
+static int read_f64(hid_t g, const char *name, int64_t count, double *v)
+{
+    if (H5Lexists(g, name, H5P_DEFAULT) <= 0) return -1;
+    hid_t ds = H5Dopen2(g, name, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    hid_t sp = H5Dget_space(ds);
+    const hssize_t np = H5Sget_simple_extent_npoints(sp);
+    int rc = -1;
+    if (np == count && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) rc = 0;
+    H5Sclose(sp);
+    H5Dclose(ds);
+    return rc;
+}
+
+/* The group /fits/<name> and its parameters into law (the fit named, or the
+ * only one).  0, or 2 with a message. */
+static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+{
+    fit_names fn;
+    memset(&fn, 0, sizeof fn);
+    hid_t fits = H5Lexists(f, "/fits", H5P_DEFAULT) > 0 ? H5Gopen2(f, "/fits", H5P_DEFAULT) : -1;
+    if (fits >= 0) {
+        hsize_t idx = 0;
+        H5Literate(fits, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_name, &fn);
+    }
+    if (fn.n == 0) {
+        if (fits >= 0) H5Gclose(fits);
+        ghf__seterr(err, errlen, "%s: the result file holds no fits", path);
+        return 2;
+    }
+    if (!name || !*name) {
+        if (fn.n > 1) {
+            H5Gclose(fits);
+            ghf__seterr(err, errlen, "%s holds %d fits (%s): name one as %s:/fits/NAME", path, fn.n, fn.list, path);
+            return 2;
+        }
+        name = fn.first;
+    }
+    if (strlen(name) >= sizeof law->name || strchr(name, '/') || H5Lexists(fits, name, H5P_DEFAULT) <= 0) {
+        H5Gclose(fits);
+        ghf__seterr(err, errlen, "%s: no fit named '%s' (it holds: %s)", path, name, fn.list);
+        return 2;
+    }
+    snprintf(law->name, sizeof law->name, "%s", name);
+    hid_t g = H5Gopen2(fits, name, H5P_DEFAULT);
+    H5Gclose(fits);
+    int64_t d = 0;
+    if (g < 0 || attr_str(g, "family", law->family, sizeof law->family) != 0 || ghf__attr_read_i64(g, "dim", &d) != 0 ||
+        d < 1 || d > 100000) {
+        if (g >= 0) H5Gclose(g);
+        ghf__seterr(err, errlen, "%s:/fits/%s: no attributes family and dim: not a fit of a ghfit result file", path,
+                    name);
+        return 2;
+    }
+    if (attr_str(g, "status", law->status, sizeof law->status) != 0) law->status[0] = '\0';
+    if (ghf__attr_read_f64(g, "loglik", &law->loglik) != 0) law->loglik = NAN;
+    if (ghf__attr_read_i64(g, "n_obs", &law->n_obs) != 0) law->n_obs = -1;
+    law->d = (int)d;
+    law->mu = calloc((size_t)d, sizeof(double));
+    law->gamma = calloc((size_t)d, sizeof(double));
+    law->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
+    int st = 0;
+    const char *bad = NULL;
+    if (!law->mu || !law->gamma || !law->sigma) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: out of memory for d = %d", path, name, (int)d);
+        st = 1;
+    } else if (read_f64(g, "params/mu", d, law->mu)) bad = "mu";
+    else if (read_f64(g, "params/gamma", d, law->gamma)) bad = "gamma";
+    else if (read_f64(g, "params/sigma", d * d, law->sigma)) bad = "sigma";
+    else if (read_f64(g, "params/p", 1, &law->p)) bad = "p";
+    else if (read_f64(g, "params/a", 1, &law->a)) bad = "a";
+    else if (read_f64(g, "params/b", 1, &law->b)) bad = "b";
+    if (bad) {
+        ghf__seterr(err, errlen, "%s:/fits/%s/params/%s: missing or not of the fit's dimension %d", path, name, bad,
+                    (int)d);
+        st = 2;
+    }
+    H5Gclose(g);
+    if (st) ghf_fit_law_free(law);
+    return st;
+}
+
+int ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+{
+    memset(law, 0, sizeof *law);
+    ghf__h5_quiet();
+    hid_t f = ghf__h5_open_ro(path);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot open it as an HDF5 file (missing, unreadable or not HDF5)", path);
+        return 2;
+    }
+    int st;
+    if (H5Aexists(f, "ghfit_version") <= 0) {
+        ghf__seterr(err, errlen, "%s: not a ghfit result file (no root attribute ghfit_version)", path);
+        st = 2;
+    } else {
+        st = read_law(f, path, name, law, err, errlen);
+    }
+    H5Fclose(f);
+    return st;
+}
+
+void ghf_fit_law_free(ghf_fit_law *law)
+{
+    if (!law) return;
+    free(law->mu);
+    free(law->gamma);
+    free(law->sigma);
+    law->mu = law->gamma = law->sigma = NULL;
 }

@@ -35,71 +35,113 @@
 #include "ghf_version.h"
 #include "h5internal.h"
 
-/* Rank 0, step 1: the metadata in memory, saved to a new temporary file.
- * Status 0 with *tmp, or 1/2 with a message. */
-static int make_skeleton(const char *path, const char *dn, int64_t n, int d, int es, int n_attrs,
-                         const char *const *keys, const char *const *vals, char **tmp, char *err, size_t errlen)
+/* One dataset of a file written in parallel: n rows of d columns (rank 1
+ * when d == 0: a vector of n), es bytes per element on disk (8 float64,
+ * 4 float32, 1 uint8), this rank's rows at x (doubles, or bytes for uint8),
+ * and its string attributes. */
+typedef struct gen_ds {
+    const char *name;
+    int64_t n;
+    int d;
+    int es;
+    const void *x;
+    int n_attrs;
+    const char *const *keys, *const *vals;
+    int64_t offset; /* in the file, once allocated */
+} gen_ds;
+
+static hid_t gen_type(int es)
 {
-    ghf__memfile *mf = NULL;
-    hid_t f = ghf__h5_mem_create(path, H5F_LIBVER_EARLIEST, &mf);
-    if (f < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot create the file in memory", path, dn);
-        return 1;
-    }
-    hsize_t dims[2] = {(hsize_t)n, (hsize_t)d};
-    hid_t fspace = H5Screate_simple(2, dims, NULL);
+    return es == 4 ? H5T_NATIVE_FLOAT : es == 1 ? H5T_NATIVE_UINT8 : H5T_NATIVE_DOUBLE;
+}
+
+static int gen_cols(const gen_ds *g) { return g->d > 0 ? g->d : 1; }
+
+/* A root attribute of the skeleton: string, float64 or int64. */
+static int gen_root_attr(hid_t f, const ghf_h5_attr *a)
+{
+    if (a->type == GHF_H5_ATTR_F64) return ghf__attr_f64(f, a->key, a->f64);
+    if (a->type == GHF_H5_ATTR_I64) return ghf__attr_i64(f, a->key, a->i64);
+    return ghf__attr_str(f, a->key, a->str ? a->str : "");
+}
+
+/* One dataset of the skeleton (contiguous, allocated late, never filled, no
+ * time stamps: the same bytes on every run).  0, or 1/2 with a message. */
+static int skeleton_ds(hid_t f, const char *path, const gen_ds *g, char *err, size_t errlen)
+{
+    hsize_t dims[2] = {(hsize_t)g->n, (hsize_t)gen_cols(g)};
+    hid_t fspace = H5Screate_simple(g->d > 0 ? 2 : 1, dims, NULL);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_layout(dcpl, H5D_CONTIGUOUS);
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    hid_t ds = H5Dcreate2(f, dn, es == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, fspace, lcpl, dcpl, H5P_DEFAULT);
+    H5Pset_obj_track_times(dcpl, 0);
+    hid_t ds = H5Dcreate2(f, g->name, gen_type(g->es), fspace, lcpl, dcpl, H5P_DEFAULT);
     H5Pclose(lcpl);
     H5Pclose(dcpl);
     H5Sclose(fspace);
-    int st = 0;
     if (ds < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot create the dataset (invalid name?)", path, dn);
-        st = 2;
+        ghf__seterr(err, errlen, "%s:%s: cannot create the dataset (invalid name?)", path, g->name);
+        return 2;
     }
-    for (int i = 0; st == 0 && i < n_attrs; i++)
-        if (ghf__attr_str(ds, keys[i], vals[i]) < 0) {
-            ghf__seterr(err, errlen, "%s:%s: cannot write attribute '%s' (duplicate name?)", path, dn, keys[i]);
+    int st = 0;
+    for (int i = 0; st == 0 && i < g->n_attrs; i++)
+        if (ghf__attr_str(ds, g->keys[i], g->vals[i]) < 0) {
+            ghf__seterr(err, errlen, "%s:%s: cannot write attribute '%s' (duplicate name?)", path, g->name,
+                        g->keys[i]);
             st = 2;
         }
-    if (st == 0 && H5Aexists(ds, "description") <= 0 &&
-        ghf__attr_str(ds, "description", "data matrix: rows are observations, columns are dimensions") < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot write attribute 'description'", path, dn);
+    H5Dclose(ds);
+    return st;
+}
+
+/* Rank 0, step 1: the metadata in memory, saved to a new temporary file.
+ * Status 0 with *tmp, or 1/2 with a message. */
+static int make_skeleton(const char *path, const char *what, const gen_ds *gs, int nds, const char *signature, int n_root,
+                         const ghf_h5_attr *root, char **tmp, char *err, size_t errlen)
+{
+    ghf__memfile *mf = NULL;
+    hid_t f = ghf__h5_mem_create(path, H5F_LIBVER_EARLIEST, &mf);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot create the file in memory", what);
+        return 1;
+    }
+    int st = 0;
+    for (int k = 0; st == 0 && k < nds; k++) st = skeleton_ds(f, path, &gs[k], err, errlen);
+    if (st == 0 && ghf__attr_str(f, signature, GHFIT_VERSION) < 0) {
+        ghf__seterr(err, errlen, "%s: cannot write the root attribute %s", path, signature);
         st = 1;
     }
-    if (st == 0 && ghf__attr_str(f, GHF_MATRIX_SIGNATURE, GHFIT_VERSION) < 0) {
-        ghf__seterr(err, errlen, "%s: cannot write the root attribute %s", path, GHF_MATRIX_SIGNATURE);
-        st = 1;
-    }
-    if (ds >= 0) H5Dclose(ds);
+    for (int i = 0; st == 0 && i < n_root; i++)
+        if (gen_root_attr(f, &root[i]) < 0) {
+            ghf__seterr(err, errlen, "%s: cannot write the root attribute %s", path, root[i].key);
+            st = 2;
+        }
     if (st) {
         ghf__h5_mem_discard(f, mf);
         return st;
     }
     char why[256] = "";
     if (ghf__h5_mem_save(f, mf, path, tmp, why, sizeof why) != 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot write the temporary file: %s", path, dn, why);
+        ghf__seterr(err, errlen, "%s: cannot write the temporary file: %s", what, why);
         return 1;
     }
     return 0;
 }
 
-/* Rank 0, step 2: reserve `bytes` more than the skeleton on disk, then let
- * HDF5 allocate the dataset; *offset receives the dataset's file offset.
- * 0, or 1 with a message. */
-static int reserve_and_allocate(const char *tmp, const char *path, const char *dn, int64_t bytes, int es,
-                                int64_t *offset, char *err, size_t errlen)
+/* Rank 0, step 2: reserve the datasets' bytes beyond the skeleton on disk,
+ * then let HDF5 allocate each dataset; gs[k].offset receives its file
+ * offset.  0, or 1 with a message. */
+static int reserve_and_allocate(const char *tmp, const char *what, gen_ds *gs, int nds, char *err, size_t errlen)
 {
     struct stat st;
+    int64_t bytes = 0;
+    for (int k = 0; k < nds; k++) bytes += gs[k].n * gen_cols(&gs[k]) * gs[k].es;
     const int fd = open(tmp, O_RDWR | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot reopen %s: %s", path, dn, tmp, strerror(errno));
+        ghf__seterr(err, errlen, "%s: cannot reopen %s: %s", what, tmp, strerror(errno));
         if (fd >= 0) close(fd);
         return 1;
     }
@@ -112,7 +154,7 @@ static int reserve_and_allocate(const char *tmp, const char *path, const char *d
     close(fd);
     if (e) {
         const double mb = (double)total / 1e6;
-        ghf__seterr(err, errlen, "%s:%s: cannot reserve %.3g %s for the file: %s", path, dn, mb < 1e3 ? mb : mb / 1e3,
+        ghf__seterr(err, errlen, "%s: cannot reserve %.3g %s for the file: %s", what, mb < 1e3 ? mb : mb / 1e3,
                     mb < 1e3 ? "MB" : "GB", strerror(e));
         return 1;
     }
@@ -120,79 +162,138 @@ static int reserve_and_allocate(const char *tmp, const char *path, const char *d
     H5Pset_file_locking(fapl, 0, 1); /* our own temporary file */
     hid_t f = H5Fopen(tmp, H5F_ACC_RDWR, fapl);
     H5Pclose(fapl);
-    hid_t ds = f >= 0 ? H5Dopen2(f, dn, H5P_DEFAULT) : -1;
-    int rc = ds < 0;
-    if (!rc) {
+    int rc = f < 0, bad = 0;
+    for (int k = 0; !rc && k < nds; k++) {
+        hid_t ds = H5Dopen2(f, gs[k].name, H5P_DEFAULT);
+        rc = ds < 0;
+        bad = k;
+        if (rc) break;
         /* one element written allocates the contiguous storage (no fill) */
         double zero = 0.0;
         hsize_t one[2] = {1, 1}, at[2] = {0, 0};
-        hid_t ms = H5Screate_simple(2, one, NULL), fs = H5Dget_space(ds);
+        hid_t ms = H5Screate_simple(gs[k].d > 0 ? 2 : 1, one, NULL), fs = H5Dget_space(ds);
         H5Sselect_hyperslab(fs, H5S_SELECT_SET, at, NULL, one, NULL);
-        rc = H5Dwrite(ds, es == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, &zero) < 0;
+        rc = H5Dwrite(ds, gen_type(gs[k].es), ms, fs, H5P_DEFAULT, &zero) < 0;
         H5Sclose(ms);
         H5Sclose(fs);
         const haddr_t a = rc ? HADDR_UNDEF : H5Dget_offset(ds);
         rc = rc || a == HADDR_UNDEF;
-        *offset = rc ? 0 : (int64_t)a;
+        gs[k].offset = rc ? 0 : (int64_t)a;
+        if (H5Dclose(ds) < 0) rc = 1;
     }
-    if (ds >= 0 && H5Dclose(ds) < 0) rc = 1;
     if (f >= 0 && H5Fclose(f) < 0) rc = 1;
-    if (rc) ghf__seterr(err, errlen, "%s:%s: cannot allocate the dataset in %s", path, dn, tmp);
+    if (rc) ghf__seterr(err, errlen, "%s: cannot allocate the dataset %s in %s", what, nds ? gs[bad].name : "/", tmp);
     return rc;
 }
 
-/* All ranks, step 3: rows [row0, row0 + nrows) at offset, in pieces.
- * 0, or 1 with a message (this rank's). */
-static int write_rows(MPI_Comm comm, const char *tmp, const char *path, const char *dn, int64_t offset, int d,
-                      int es, int64_t row0, int64_t nrows, const double *x, char *err, size_t errlen)
+/* All ranks, step 3: one dataset's rows [row0, row0 + nrows) at its offset,
+ * in pieces.  0, or 1 (this rank's failure). */
+static int write_rows(MPI_File fh, MPI_Comm comm, const gen_ds *g, int64_t row0, int64_t nrows)
 {
-    int rank = 0;
-    MPI_Comm_rank(comm, &rank);
+    const int d = gen_cols(g), es = g->es;
     const int64_t row_bytes = (int64_t)d * es;
     int64_t piece_rows = (int64_t)(ghf__h5_max_piece_bytes() / (size_t)row_bytes);
     if (piece_rows < 1) piece_rows = 1;
     if (piece_rows > (int64_t)(INT32_MAX / d)) piece_rows = INT32_MAX / d;
     int64_t my_pieces = (nrows + piece_rows - 1) / piece_rows, n_pieces = 0;
     MPI_Allreduce(&my_pieces, &n_pieces, 1, MPI_INT64_T, MPI_MAX, comm);
+    const MPI_Datatype mt = es == 4 ? MPI_FLOAT : es == 1 ? MPI_UNSIGNED_CHAR : MPI_DOUBLE;
+    const int src_es = es == 1 ? 1 : 8; /* float32 is converted from doubles */
     float *fbuf = NULL;
     int bad = 0;
     if (es == 4 && nrows > 0) {
         fbuf = (float *)malloc((size_t)(nrows < piece_rows ? nrows : piece_rows) * (size_t)d * sizeof(float));
         bad = !fbuf;
     }
-    MPI_File fh;
-    const int orc = MPI_File_open(comm, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
-    if (orc != MPI_SUCCESS) {
-        free(fbuf);
-        ghf__seterr(err, errlen, "%s:%s: cannot open %s with MPI-IO on rank %d", path, dn, tmp, rank);
-        return 1;
-    }
-    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
     for (int64_t p = 0; p < n_pieces; p++) {
         const int64_t lr0 = p * piece_rows;
         const int64_t cnt = bad || lr0 >= nrows ? 0 : (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows);
-        const void *buf = x ? (const void *)(x + lr0 * d) : (const void *)&bad;
+        const void *buf = g->x ? (const void *)((const char *)g->x + lr0 * d * src_es) : (const void *)&bad;
         if (cnt > 0 && es == 4) {
-            const double *src = x + lr0 * d;
+            const double *src = (const double *)g->x + lr0 * d;
             const int64_t m = cnt * d;
 #pragma omp parallel for schedule(static)
             for (int64_t i = 0; i < m; i++) fbuf[i] = (float)src[i];
             buf = fbuf;
         }
         MPI_Status ms;
-        const MPI_Offset at = (MPI_Offset)(offset + (row0 + lr0) * row_bytes);
-        const int rc = MPI_File_write_at_all(fh, at, buf, (int)(cnt * d), es == 4 ? MPI_FLOAT : MPI_DOUBLE, &ms);
+        const MPI_Offset at = (MPI_Offset)(g->offset + (row0 + lr0) * row_bytes);
+        const int rc = MPI_File_write_at_all(fh, at, buf, (int)(cnt * d), mt, &ms);
         int got = 0;
-        MPI_Get_count(&ms, es == 4 ? MPI_FLOAT : MPI_DOUBLE, &got);
+        MPI_Get_count(&ms, mt, &got);
         if (rc != MPI_SUCCESS || (cnt > 0 && got != (int)(cnt * d))) bad = 1;
     }
     ghf__h5_set_last_n_pieces((int)n_pieces);
+    free(fbuf);
+    return bad;
+}
+
+/* All ranks, step 3: every dataset, then sync and close.  0, or 1 with a
+ * message (this rank's). */
+static int write_all(MPI_Comm comm, const char *tmp, const char *what, const gen_ds *gs, int nds, int64_t row0,
+                     int64_t nrows, char *err, size_t errlen)
+{
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_File fh;
+    const int orc = MPI_File_open(comm, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (orc != MPI_SUCCESS) {
+        ghf__seterr(err, errlen, "%s: cannot open %s with MPI-IO on rank %d", what, tmp, rank);
+        return 1;
+    }
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    int bad = 0;
+    for (int k = 0; k < nds; k++) bad |= write_rows(fh, comm, &gs[k], row0, nrows);
     if (MPI_File_sync(fh) != MPI_SUCCESS) bad = 1;
     if (MPI_File_close(&fh) != MPI_SUCCESS) bad = 1;
-    free(fbuf);
-    if (bad) ghf__seterr(err, errlen, "%s:%s: writing %s failed on rank %d (disk full or I/O error)", path, dn, tmp,
-                         rank);
+    if (bad) ghf__seterr(err, errlen, "%s: writing %s failed on rank %d (disk full or I/O error)", what, tmp, rank);
     return bad;
+}
+
+/* Steps 1-4 for checked arguments: collective.  0, 1 or 2 (agreed). */
+static int gen_write(MPI_Comm comm, int rank, const char *path, const char *what, gen_ds *gs, int nds, const char *signature,
+                     int n_root, const ghf_h5_attr *root, int64_t row0, int64_t nrows, char *err, size_t errlen)
+{
+    int st = 0;
+    if (rank == 0) st = ghf__check_writable(path, err, errlen);
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
+
+    /* --- rank 0: skeleton and reservation --------------------------------------- */
+    char *tmp = NULL;
+    if (rank == 0) {
+        st = make_skeleton(path, what, gs, nds, signature, n_root, root, &tmp, err, errlen);
+        if (st == 0) st = reserve_and_allocate(tmp, what, gs, nds, err, errlen);
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        if (tmp) unlink(tmp);
+        free(tmp);
+        return st;
+    }
+    char tname[4200] = "";
+    if (rank == 0) snprintf(tname, sizeof tname, "%s", tmp);
+    MPI_Bcast(tname, (int)sizeof tname, MPI_CHAR, 0, comm);
+    for (int k = 0; k < nds; k++) MPI_Bcast(&gs[k].offset, 1, MPI_INT64_T, 0, comm);
+
+    /* --- all ranks: the rows ------------------------------------------------------ */
+    st = write_all(comm, tname, what, gs, nds, row0, nrows, err, errlen);
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        if (rank == 0) unlink(tname);
+        free(tmp);
+        return st;
+    }
+
+    /* --- rank 0: rename into place -------------------------------------------------- */
+    if (rank == 0) {
+        if (rename(tname, path) != 0) {
+            ghf__seterr(err, errlen, "%s: cannot rename %s into place: %s", what, tname, strerror(errno));
+            unlink(tname);
+            st = 1;
+        } else {
+            ghf__fsync_parent(path);
+        }
+    }
+    free(tmp);
+    return ghf__agree(comm, st, err, errlen);
 }
 
 int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, int64_t n, int d,
@@ -242,49 +343,93 @@ int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, in
         ghf__seterr(err, errlen, "%s:%s: ranks hold %" PRId64 " rows in all, expected %" PRId64, pn, dn, total, n);
         return 2;
     }
-    if (rank == 0) st = ghf__check_writable(path, err, errlen);
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
     const int es = dtype_bits / 8;
     if (n > (INT64_MAX / 2) / d / es) {
         ghf__seterr(err, errlen, "%s:%s: %" PRId64 " x %d values do not fit in a file", pn, dn, n, d);
         return 2;
     }
-
-    /* --- rank 0: skeleton and reservation --------------------------------------- */
-    char *tmp = NULL;
-    int64_t offset = 0;
-    if (rank == 0) {
-        st = make_skeleton(path, dn, n, d, es, n_attrs, attr_keys, attr_vals, &tmp, err, errlen);
-        if (st == 0) st = reserve_and_allocate(tmp, path, dn, n * d * es, es, &offset, err, errlen);
+    static const char *const dkey[] = {"description"};
+    static const char *const dval[] = {"data matrix: rows are observations, columns are dimensions"};
+    int has_desc = 0;
+    for (int i = 0; i < n_attrs; i++) has_desc |= strcmp(attr_keys[i], "description") == 0;
+    char what[4200];
+    snprintf(what, sizeof what, "%s:%s", pn, dn);
+    gen_ds g[1] = {{dn, n, d, es, x, n_attrs, attr_keys, attr_vals, 0}};
+    if (!has_desc && n_attrs == 0) {
+        g[0].n_attrs = 1;
+        g[0].keys = dkey;
+        g[0].vals = dval;
     }
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        if (tmp) unlink(tmp);
-        free(tmp);
-        return st;
-    }
-    char tname[4200] = "";
-    if (rank == 0) snprintf(tname, sizeof tname, "%s", tmp);
-    MPI_Bcast(tname, (int)sizeof tname, MPI_CHAR, 0, comm);
-    MPI_Bcast(&offset, 1, MPI_INT64_T, 0, comm);
-
-    /* --- all ranks: the rows ------------------------------------------------------ */
-    st = write_rows(comm, tname, pn, dn, offset, d, es, row0, nrows, x, err, errlen);
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        if (rank == 0) unlink(tname);
-        free(tmp);
-        return st;
-    }
-
-    /* --- rank 0: rename into place -------------------------------------------------- */
-    if (rank == 0) {
-        if (rename(tname, path) != 0) {
-            ghf__seterr(err, errlen, "%s:%s: cannot rename %s into place: %s", pn, dn, tname, strerror(errno));
-            unlink(tname);
-            st = 1;
-        } else {
-            ghf__fsync_parent(path);
+    /* the attributes given, then the description when they have none */
+    const char **keys = NULL, **vals = NULL;
+    if (!has_desc && n_attrs > 0) {
+        keys = (const char **)malloc((size_t)(n_attrs + 1) * sizeof *keys);
+        vals = (const char **)malloc((size_t)(n_attrs + 1) * sizeof *vals);
+        const int oom = ghf__agree(comm, !keys || !vals, err, errlen);
+        if (oom) {
+            free(keys);
+            free(vals);
+            ghf__seterr(err, errlen, "%s: out of memory", what);
+            return 1;
         }
+        for (int i = 0; i < n_attrs; i++) {
+            keys[i] = attr_keys[i];
+            vals[i] = attr_vals[i];
+        }
+        keys[n_attrs] = dkey[0];
+        vals[n_attrs] = dval[0];
+        g[0].n_attrs = n_attrs + 1;
+        g[0].keys = keys;
+        g[0].vals = vals;
     }
-    free(tmp);
-    return ghf__agree(comm, st, err, errlen);
+    st = gen_write(comm, rank, path, what, g, 1, GHF_MATRIX_SIGNATURE, 0, NULL, row0, nrows, err, errlen);
+    free(keys);
+    free(vals);
+    return st;
+}
+
+int ghf_h5_write_columns(MPI_Comm comm, const char *path, const char *signature, int64_t n, int64_t row0,
+                         int64_t nrows, int n_cols, const ghf_h5_column *cols, int n_root, const ghf_h5_attr *root,
+                         char *err, size_t errlen)
+{
+    char lbuf[1024];
+    int rank = 0, size = 1;
+    err = ghf__h5_begin(comm, err, &errlen, lbuf, sizeof lbuf, &rank, &size);
+    const char *pn = path ? path : "(null)";
+    int st = 0;
+    if (!path || !*path || !signature || n <= 0 || n_cols < 1 || n_cols > 16 || !cols || n_root < 0 ||
+        (n_root > 0 && !root)) {
+        ghf__seterr(err, errlen, "%s: invalid arguments for a column file", pn);
+        st = 2;
+    } else if (row0 < 0 || nrows < 0 || row0 > n || nrows > n - row0) {
+        ghf__seterr(err, errlen, "%s: rank %d rows [%" PRId64 ", %" PRId64 ") outside [0, %" PRId64 ")", pn, rank,
+                    row0, row0 + nrows, n);
+        st = 2;
+    } else {
+        for (int k = 0; k < n_cols; k++)
+            if (!cols[k].name || (nrows > 0 && !cols[k].data)) {
+                ghf__seterr(err, errlen, "%s: column %d has no name or no data on rank %d", pn, k, rank);
+                st = 2;
+            }
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
+    int64_t total = 0;
+    MPI_Allreduce(&nrows, &total, 1, MPI_INT64_T, MPI_SUM, comm);
+    if (total != n) {
+        ghf__seterr(err, errlen, "%s: ranks hold %" PRId64 " rows in all, expected %" PRId64, pn, total, n);
+        return 2;
+    }
+    if (n > INT64_MAX / 64) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows do not fit in a file", pn, n);
+        return 2;
+    }
+    gen_ds g[16];
+    const char *dkey[16], *dval[16];
+    for (int k = 0; k < n_cols; k++) {
+        dkey[k] = "description";
+        dval[k] = cols[k].description ? cols[k].description : "";
+        g[k] = (gen_ds){cols[k].name, n, 0, cols[k].uint8 ? 1 : 8, cols[k].data, cols[k].description ? 1 : 0,
+                        &dkey[k], &dval[k], 0};
+    }
+    return gen_write(comm, rank, path, pn, g, n_cols, signature, n_root, root, row0, nrows, err, errlen);
 }

@@ -44,7 +44,8 @@ typedef struct ghf_read_opts {
     const char *path, *dataset;   /* dataset NULL or "" -> "/X" */
     int64_t win_start, win_len;   /* row window; win_len < 0 = to the end */
     int64_t win_step;             /* reserved: must be 0 or 1 */
-    int drop_nonfinite;           /* 0: non-finite values are an error; 1: drop such rows */
+    int drop_nonfinite;           /* 0: non-finite values are an error; 1: drop such rows;
+                                     2: keep them (`ghfit eval` flags them itself) */
     int64_t granule;              /* ranks get whole groups of this many rows of the window
                                      (ghf_block_range_granular); 0 or 1: any row boundary */
 } ghf_read_opts;
@@ -125,7 +126,8 @@ typedef enum ghf_path_kind {
     GHF_PATH_INPUT = 0, /* read only */
     GHF_PATH_RESULT,    /* a result file: replaced only if it has the root attribute ghfit_version */
     GHF_PATH_CHECKPOINT,/* a checkpoint or its _prev: format = "ghfit-checkpoint" */
-    GHF_PATH_MATRIX     /* `ghfit generate --out`: a data set written by ghfit generate */
+    GHF_PATH_MATRIX,    /* `ghfit generate --out`: a data set written by ghfit generate */
+    GHF_PATH_SCORES     /* `ghfit eval --out`: root attribute ghfit_scores_version */
 } ghf_path_kind;
 
 typedef struct ghf_path_use {
@@ -176,6 +178,37 @@ int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, in
                         int64_t row0, int64_t nrows, const double *x, int dtype_bits,
                         int n_attrs, const char *const *attr_keys, const char *const *attr_vals,
                         char *err, size_t errlen);
+
+/* Typed root attributes of a file written in parallel. */
+enum { GHF_H5_ATTR_STR = 0, GHF_H5_ATTR_F64 = 1, GHF_H5_ATTR_I64 = 2 };
+typedef struct ghf_h5_attr {
+    const char *key;
+    int type;        /* GHF_H5_ATTR_* */
+    const char *str;
+    double f64;
+    int64_t i64;
+} ghf_h5_attr;
+
+/* One [n] vector of a column file: float64 (data: doubles) or uint8 (data:
+ * bytes), this rank's rows; description (may be NULL) becomes its
+ * attribute "description". */
+typedef struct ghf_h5_column {
+    const char *name;
+    int uint8;
+    const void *data;
+    const char *description;
+} ghf_h5_column;
+
+/* `ghfit eval`: n_cols (at most 16) vectors of n rows, each rank passing its
+ * rows [row0, row0+nrows), written exactly as ghf_h5_write_matrix writes a
+ * matrix (temporary file, collective MPI-IO at the datasets' offsets,
+ * renamed into place by rank 0; nothing left on failure).  The root carries
+ * the attribute `signature` (value: the version) and the n_root attributes
+ * of root.  Datasets are contiguous and carry no time stamps, so the file's
+ * bytes depend only on its content. */
+int ghf_h5_write_columns(MPI_Comm comm, const char *path, const char *signature, int64_t n, int64_t row0,
+                         int64_t nrows, int n_cols, const ghf_h5_column *cols, int n_root, const ghf_h5_attr *root,
+                         char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------
  * Result file (rank 0 only, serial HDF5 driver).  Layout: docs/output-schema.md
@@ -283,6 +316,27 @@ typedef struct ghf_fit_model_info {
  * into info[i] (serial, any process).  0, or 2 with a message. */
 int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n, ghf_fit_model_info *info,
                            char *err, size_t errlen);
+
+/* One fit's law as a result file holds it (`ghfit eval`, `ghfit sample`):
+ * /fits/<name>/params and the attributes family, dim, status, loglik,
+ * n_obs (-1 when absent).  mu [d], gamma [d], sigma [d*d] are malloc'd. */
+typedef struct ghf_fit_law {
+    char name[64], family[16], status[256];
+    int d;
+    double *mu, *gamma, *sigma;
+    double p, a, b;
+    double loglik;
+    int64_t n_obs;
+} ghf_fit_law;
+
+/* Serial, any process.  name NULL or "": the file must hold exactly one fit.
+ * 0, or 2 with one message: the file is not HDF5 or not a ghfit result
+ * file (no root attribute ghfit_version), holds no fits, holds several and
+ * none is named (the message lists them), has no fit of that name, or the
+ * fit's parameters are missing or of another size than its dimension;
+ * 1: out of memory.  On failure nothing is left to free. */
+int  ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
+void ghf_fit_law_free(ghf_fit_law *law);
 
 #ifdef __cplusplus
 }

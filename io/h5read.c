@@ -347,7 +347,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                     path, dn, glob_bad, glob_bad == 1 ? "row contains" : "rows contain", glob_first);
         return 2; /* same on every rank: derived from reduced values */
     }
-    if (glob_bad > 0) {
+    if (glob_bad > 0 && o->drop_nonfinite == 1) {
         int64_t k = 0;
         for (int64_t i = 0; i < nrows; i++) {
             const double *xi = x + i * d;

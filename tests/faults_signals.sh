@@ -29,7 +29,7 @@ run_t 120 ref.txt mpirun -np 2 "$G" "${FIT[@]}" --out ref.h5 || { cat ref.txt; d
 
 # --- 1. fit, signal during start-up, checkpoint, resume ---------------------------------
 GHFIT_TEST_STARTUP_SLEEP=2500 start_bg s1.txt mpirun -np 2 "$G" "${FIT[@]}" --out a.h5 --checkpoint ck.h5
-sleep 1; kill -USR1 $bgpid
+signal_at_startup $bgpid
 wait_bg 120; rc=$?
 outcome "fit signalled at start-up" $rc 75 s1.txt note "stopped on a signal at iteration 0; checkpoint written to ck.h5"
 [ -e a.h5 ] && die "a stopped fit wrote its result"
@@ -40,12 +40,12 @@ same_fit ref.h5 a.h5 gh && ok "resumed after a start-up stop == uninterrupted (b
 
 # --- 2. no checkpoint; one rank signalled ----------------------------------------------
 GHFIT_TEST_STARTUP_SLEEP=2500 start_bg s2.txt mpirun -np 2 "$G" "${FIT[@]}" --out b.h5
-sleep 1; kill -USR1 $bgpid
+signal_at_startup $bgpid
 wait_bg 120; rc=$?
 outcome "fit signalled at start-up, no checkpoint" $rc 75 s2.txt note "no checkpoint file was requested"
 [ -e b.h5 ] && die "a stopped fit wrote its result"
 GHFIT_TEST_STARTUP_SLEEP=2500 start_bg s3.txt mpirun -np 2 "$G" "${FIT[@]}" --out c.h5 --checkpoint ck3.h5
-sleep 1; r=$(ranks_of $bgpid | tail -1); [ -n "$r" ] && kill -USR1 "$r"
+wait_until "ranks_started $bgpid 2" 60; sleep 0.5; r=$(ranks_of $bgpid | tail -1); [ -n "$r" ] && kill -USR1 "$r"
 wait_bg 120; rc=$?
 outcome "one rank signalled at start-up" $rc 75 s3.txt note "checkpoint written to ck3.h5"
 [ -e c.h5 ] && die "a stopped fit wrote its result"
@@ -62,7 +62,7 @@ quiet: true
 YAML
 run_t 120 swref.txt mpirun -np 2 "$G" run sw.yaml --out swref.h5 || { cat swref.txt; die "reference sweep"; }
 GHFIT_TEST_STARTUP_SLEEP=2500 start_bg s4.txt mpirun -np 2 "$G" run sw.yaml --checkpoint swck.h5
-sleep 1; kill -USR1 $bgpid
+signal_at_startup $bgpid
 wait_bg 120; rc=$?
 outcome "sweep signalled at start-up" $rc 75 s4.txt note "stopped on a signal with 0 of 6 fits finished; checkpoint written"
 [ -e sw.h5 ] && die "a stopped sweep wrote its result"
@@ -76,7 +76,7 @@ outcome "resumed sweep stopped mid-run" $rc 75 s5.txt note "checkpoint written t
 nrun=$(h5ls swck.h5/running 2>/dev/null | grep -c Group)
 [ "$nrun" -ge 1 ] || die "no fit in progress in the checkpoint of the stopped sweep"
 GHFIT_TEST_STARTUP_SLEEP=2500 start_bg s6.txt mpirun -np 2 "$G" run sw.yaml --checkpoint swck.h5 --resume
-sleep 1; kill -USR1 $bgpid
+signal_at_startup $bgpid
 wait_bg 120; rc=$?
 outcome "resumed sweep signalled at start-up" $rc 75 s6.txt note "checkpoint written to swck.h5"
 nrun2=$(h5ls swck.h5/running 2>/dev/null | grep -c Group)

@@ -24,7 +24,8 @@ P=$W/prefix
 
 cmake --install "$B" --prefix "$P" > "$W/install.txt" 2>&1 || { cat "$W/install.txt"; echo "FAIL: cmake --install"; exit 1; }
 for f in bin/ghfit share/ghfit/slurm/ghfit.sbatch share/ghfit/slurm/ghfit-array.sbatch share/ghfit/jobs/demo.yaml \
-         share/ghfit/jobs/sweep.yaml share/doc/ghfit/README.md share/doc/ghfit/docs/user-guide.md \
+         share/ghfit/jobs/sweep.yaml share/ghfit/jobs/model-selection.yaml share/ghfit/tests/data/returns.h5 \
+         share/doc/ghfit/README.md share/doc/ghfit/docs/user-guide.md \
          share/doc/ghfit/docs/math.md share/modulefiles/ghfit; do
   [ -e "$P/$f" ] || die "not installed: $f"
 done
@@ -57,5 +58,11 @@ for f in data.h5 fit.h5 results/demo/demo.h5 results/demo/rolling.h5; do
 done
 grep -q 'results/demo/rolling.h5' "$W/usage.log" && grep -q '^fit.h5 ' "$W/usage.log" ||
   die "ghfit summary did not list both files"
+# the installed model-selection job, run where its comment says, its LR table
+(cd "$GHFIT_ROOT/share/ghfit" && mpirun -np 2 ghfit run jobs/model-selection.yaml --out "$W/ms.h5" --max-iter 200 \
+   --quiet) > "$W/ms.log" 2>&1 || { tail -5 "$W/ms.log"; die "the installed jobs/model-selection.yaml"; }
+ghfit summary "$W/ms.h5" --lrt > "$W/ms.txt" 2>&1 || die "ghfit summary --lrt of the installed job"
+[ "$(grep -c '_tol' "$W/ms.txt")" = 12 ] && grep -q '^  hyp  *gh  *1 ' "$W/ms.txt" ||
+  { cat "$W/ms.txt"; die "the installed model-selection job: not 12 fits and an LR table"; }
 [ $fail = 0 ] && echo "ok   installed to a fresh prefix, module load ghfit, the README's usage lines ran with a bare ghfit"
 exit $fail

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import __version__, plots
 from .lrt import lr_tests
-from .report import ReportError
+from .errors import ReportError
 from .results import LazyDataset
 
 MAX_MARGINS = 12

@@ -20,11 +20,8 @@ import numpy as np
 
 from . import __version__
 from .data import DataError, DataSet
+from .errors import ReportError
 from .results import ResultError, read
-
-
-class ReportError(Exception):
-    """Bad input: one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):

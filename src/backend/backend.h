@@ -43,6 +43,14 @@ struct ghf_backend {
 ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrows, int d,
                                     char *err, size_t errlen);
 
+/* `ghfit eval`: one estep() pass of a CPU backend (collective; the same
+ * per-row arithmetic and the same summed statistics) that also leaves, for
+ * each of the rank's rows i, q = |L^-1 (x_i - mu)|^2, log f(x_i), E[Y|x_i]
+ * and E[1/Y|x_i] in q[i], ll[i], ey[i], einvy[i] (all four arrays of nrows
+ * doubles; rows with a non-finite result keep what the arithmetic gave). */
+int ghf_backend_cpu_rows(ghf_backend *be, const ghf_estep_input *in, double *q, double *ll, double *ey,
+                         double *einvy, double *stats, char *err, size_t errlen);
+
 /* Tests: plain loops for d <= small_d_max (else BLAS; at most 32), and the
  * Bessel plan: -1 auto (when the shard pays for it), 0 never, 1 always. */
 void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode);

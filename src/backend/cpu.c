@@ -56,6 +56,9 @@ typedef struct cpu_impl {
     double *tbuf;       /* [nthreads][CPU_TBUF(d)] */
     ghf_bessel_plan *plan;
     int plan_avx2; /* evaluate the plan with ghf_bessel_plan_eval_avx2 (same bits) */
+    /* ghf_backend_cpu_rows: where the pass also leaves each row's q, log f,
+     * E[Y|x] and E[1/Y|x] (NULL: not kept) */
+    double *row_q, *row_ll, *row_v, *row_u;
 } cpu_impl;
 
 static void cpu_destroy(ghf_backend *be)
@@ -254,6 +257,9 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
         double *qv = ub + 2 * CPU_BLOCK, *zwv = qv + CPU_BLOCK;
         double *scratch2 = wb + (size_t)CPU_BLOCK * d + 4 * CPU_BLOCK; /* [CPU_BLOCK*d + CPU_BLOCK] */
         const ghf_bessel_plan *plan = c->plan;
+        /* ghf_backend_cpu_rows: the rows' results (locals: no aliasing with c) */
+        const int keep_rows = c->row_ll != NULL;
+        double *restrict rq = c->row_q, *restrict rll = c->row_ll, *restrict rv = c->row_v, *restrict ru = c->row_u;
         for (int i = 0; i < len; i++) ghf_xsum_init(&xs[i]);
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
@@ -275,6 +281,12 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
                 else
                     bk = ghf_bessel_plan_eval(plan, z);
                 const ghf_point pt = ghf_estep_point(&kc, q, zwv[i], bk);
+                if (keep_rows) {
+                    rq[r0 + i] = q;
+                    rll[r0 + i] = pt.ll;
+                    rv[r0 + i] = pt.v;
+                    ru[r0 + i] = pt.u;
+                }
                 if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
                     s1 += pt.u;
                     s2 += pt.v;
@@ -391,6 +403,19 @@ oom:
         free(c);
     }
     return NULL;
+}
+
+int ghf_backend_cpu_rows(ghf_backend *be, const ghf_estep_input *in, double *q, double *ll, double *ey,
+                         double *einvy, double *stats, char *err, size_t errlen)
+{
+    cpu_impl *c = be->impl;
+    c->row_q = q;
+    c->row_ll = q && ll && ey && einvy ? ll : NULL; /* all four kept, or none */
+    c->row_v = ey;
+    c->row_u = einvy;
+    const int rc = cpu_estep(be, in, stats, err, errlen);
+    c->row_q = c->row_ll = c->row_v = c->row_u = NULL;
+    return rc;
 }
 
 void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode)

@@ -118,33 +118,6 @@ static int model_from_options(int d, const char *mu_s, const char *gamma_s, cons
     return 0;
 }
 
-/* Rows [row0, row0 + nrows) into x.  Returns -1, or the global index of the
- * first row whose sample is not finite (the sampler gave up or overflowed):
- * the loop stops there. */
-static int64_t sample_rows(const ghf_params *t, const double *L, int64_t seed, int64_t row0, int64_t nrows,
-                           double *x, double *zb)
-{
-    const int d = t->d;
-    for (int64_t i = 0; i < nrows; i++) {
-        ghf_rng r;
-        ghf_rng_seed(&r, (uint64_t)seed, (uint64_t)(row0 + i));
-        const double y = ghf_rng_gig(&r, t->p, t->a, t->b);
-        if (!isfinite(y) || !(y > 0)) return row0 + i;
-        const double sy = sqrt(y);
-        for (int j = 0; j < d; j++) zb[j] = ghf_rng_normal(&r);
-        double *xi = x + i * d;
-        int ok = 1;
-        for (int j = 0; j < d; j++) {
-            double s = 0.0;
-            for (int k = 0; k <= j; k++) s += L[j * d + k] * zb[k];
-            xi[j] = t->mu[j] + t->gamma[j] * y + sy * s;
-            ok &= isfinite(xi[j]) ? 1 : 0;
-        }
-        if (!ok) return row0 + i;
-    }
-    return -1;
-}
-
 int ghf_cmd_generate(int argc, char **argv)
 {
     MPI_Comm comm = MPI_COMM_WORLD;
@@ -226,7 +199,7 @@ int ghf_cmd_generate(int argc, char **argv)
 
     /* the output: a regular file, ghfit generate's own if it exists, locked (rank 0) */
     char err[1024] = "";
-    const ghf_io_plan plan = {NULL, NULL, 0, -1, 0, size, NULL, out, GHF_PATH_MATRIX, dataset, NULL, 0};
+    const ghf_io_plan plan = {NULL, NULL, 0, -1, 0, size, NULL, out, GHF_PATH_MATRIX, dataset, NULL, NULL, 0};
     st = ghf_io_check(comm, &plan, NULL, NULL, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);
@@ -252,7 +225,7 @@ int ghf_cmd_generate(int argc, char **argv)
         t.p = p;
         t.a = a;
         t.b = b;
-        int64_t bad = sample_rows(&t, L, seed, row0, nrows, x, zb), first = 0;
+        int64_t bad = ghf_sample_rows(&t, L, (uint64_t)seed, row0, nrows, x, zb), first = 0;
         if (bad < 0) bad = INT64_MAX;
         MPI_Allreduce(&bad, &first, 1, MPI_INT64_T, MPI_MIN, comm);
         if (first != INT64_MAX) {

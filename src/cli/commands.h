@@ -12,6 +12,8 @@ int ghf_cmd_fit(int argc, char **argv);
 int ghf_cmd_generate(int argc, char **argv);
 int ghf_cmd_run(int argc, char **argv);     /* job files and sweeps */
 int ghf_cmd_summary(int argc, char **argv); /* combined summary tables */
+int ghf_cmd_eval(int argc, char **argv);    /* score a data set under a fit */
+int ghf_cmd_sample(int argc, char **argv);  /* draw from a fit */
 int ghf_cmd_check(int argc, char **argv);   /* `ghfit check fit|run ...`: serial, without MPI */
 
 /* The job of `ghfit fit ARGS` and of `ghfit run JOB.yaml [overrides]`

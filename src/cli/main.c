@@ -14,15 +14,18 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "ghfit %s - Generalized Hyperbolic and NIG fits by distributed EM\n"
+            "ghfit %s - Generalized Hyperbolic family fits (gh, hyp, nig, vg, t, gauss) by distributed EM\n"
             "\n"
             "usage:\n"
             "  ghfit generate --model gh|nig --dim D --n N --seed S --out DATA.h5 [--dataset /X] [--dtype float64|float32] [model parameters]\n"
-            "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|nig --out RESULT.h5 [--max-iter K] [--tol T]\n"
+            "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|hyp|nig|vg|t|gauss --out RESULT.h5\n"
+            "                         [--symmetric] [--p-fixed P] [--max-iter K] [--tol T]\n"
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
             "  ghfit check [--ranks P] fit|run ARGS...          what fit or run would refuse, in seconds, fitting nothing\n"
-            "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name]\n"
+            "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name] [--lrt]   likelihood-ratio tests\n"
+            "  mpirun -np P ghfit eval --model RESULT.h5[:/fits/NAME] --data X.h5 [--dataset /X] --out SCORES.h5\n"
+            "  mpirun -np P ghfit sample --model RESULT.h5[:/fits/NAME] --n N --seed S --out X.h5 [--dataset /X]\n"
             "  ghfit --help | --version\n"
             "\n"
             "fit defaults: --tol %g (relative change of the log-likelihood AND of every parameter, p, a, b\n"
@@ -71,8 +74,10 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "generate") == 0) rc = ghf_cmd_generate(argc - 1, argv + 1);
     else if (strcmp(cmd, "run") == 0) rc = ghf_cmd_run(argc - 1, argv + 1);
     else if (strcmp(cmd, "summary") == 0) rc = ghf_cmd_summary(argc - 1, argv + 1);
+    else if (strcmp(cmd, "eval") == 0) rc = ghf_cmd_eval(argc - 1, argv + 1);
+    else if (strcmp(cmd, "sample") == 0) rc = ghf_cmd_sample(argc - 1, argv + 1);
     else {
-        ghf_error0("unknown command '%s' (expected generate, fit, run, check or summary; see ghfit --help)", cmd);
+        ghf_error0("unknown command '%s' (expected generate, fit, run, check, summary, eval or sample; see ghfit --help)", cmd);
         rc = GHF_EXIT_USAGE;
     }
     /* Every command returns the same status on every rank (errors are agreed

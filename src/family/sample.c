@@ -110,3 +110,55 @@ double ghf_rng_gig(ghf_rng *r, double p, double a, double b)
     const double x = gig_std(r, fabs(p), omega);
     return p < 0.0 ? scale / x : scale * x;
 }
+
+double ghf_rng_gamma(ghf_rng *r, double shape)
+{
+    /* Marsaglia & Tsang (2000); shape < 1 through G(shape + 1) U^(1/shape) */
+    if (!(shape > 0.0) || !isfinite(shape)) return NAN;
+    double boost = 1.0;
+    if (shape < 1.0) {
+        boost = pow(ghf_rng_uniform(r), 1.0 / shape);
+        shape += 1.0;
+    }
+    const double dd = shape - 1.0 / 3.0, cc = 1.0 / sqrt(9.0 * dd);
+    for (int i = 0; i < GHF_SAMPLE_MAX_TRIES; i++) {
+        const double z = ghf_rng_normal(r);
+        const double v1 = 1.0 + cc * z;
+        if (!(v1 > 0.0)) continue;
+        const double v = v1 * v1 * v1, u = ghf_rng_uniform(r);
+        if (log(u) < 0.5 * z * z + dd - dd * v + dd * log(v)) return dd * v * boost;
+    }
+    return NAN;
+}
+
+double ghf_rng_mixing(ghf_rng *r, double p, double a, double b)
+{
+    if (isnan(p) && isnan(a) && isnan(b)) return 1.0;       /* the Gaussian: Y = 1 */
+    if (b == 0.0 && a > 0.0) return ghf_rng_gamma(r, p) / (0.5 * a);  /* Gamma(p, rate a/2) */
+    if (a == 0.0 && b > 0.0) return 0.5 * b / ghf_rng_gamma(r, -p);   /* 1/Gamma(-p, rate b/2) */
+    return ghf_rng_gig(r, p, a, b);
+}
+
+int64_t ghf_sample_rows(const ghf_params *t, const double *L, uint64_t seed, int64_t row0, int64_t nrows,
+                        double *x, double *zb)
+{
+    const int d = t->d;
+    for (int64_t i = 0; i < nrows; i++) {
+        ghf_rng r;
+        ghf_rng_seed(&r, seed, (uint64_t)(row0 + i));
+        const double y = ghf_rng_mixing(&r, t->p, t->a, t->b);
+        if (!isfinite(y) || !(y > 0)) return row0 + i;
+        const double sy = sqrt(y);
+        for (int j = 0; j < d; j++) zb[j] = ghf_rng_normal(&r);
+        double *xi = x + i * d;
+        int ok = 1;
+        for (int j = 0; j < d; j++) {
+            double s = 0.0;
+            for (int k = 0; k <= j; k++) s += L[j * d + k] * zb[k];
+            xi[j] = t->mu[j] + t->gamma[j] * y + sy * s;
+            ok &= isfinite(xi[j]) ? 1 : 0;
+        }
+        if (!ok) return row0 + i;
+    }
+    return -1;
+}

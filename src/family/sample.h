@@ -1,4 +1,5 @@
-/* sample.h - reproducible random variates for `ghfit generate`.
+/* sample.h - reproducible random variates for `ghfit generate` and
+ * `ghfit sample` (one code path: ghf_sample_rows).
  *
  * Each row has its own xoshiro256** stream seeded from (seed, global row
  * index), so a data set depends on the seed only, never on how many ranks
@@ -7,6 +8,8 @@
 #define GHF_SAMPLE_H
 
 #include <stdint.h>
+
+#include "model.h"
 
 typedef struct ghf_rng { uint64_t s[4]; } ghf_rng;
 
@@ -28,5 +31,22 @@ double ghf_rng_normal(ghf_rng *r);
  * Returns NaN if a parameter is not finite and positive (a, b) or finite (p),
  * or if the bounded rejection loop gives up (parameters too extreme). */
 double ghf_rng_gig(ghf_rng *r, double p, double a, double b);
+
+/* G ~ Gamma(shape, rate 1), Marsaglia-Tsang (bounded loop; NaN when it gives up
+ * or shape is not finite and positive). */
+double ghf_rng_gamma(ghf_rng *r, double shape);
+
+/* The mixing variable Y of every family: GIG(p, a, b) for a, b > 0,
+ * Gamma(p, rate a/2) on the face b = 0 (vg), 1/Gamma(-p, rate b/2) on the
+ * face a = 0 (t), and Y = 1 when p, a and b are NaN (the Gaussian). */
+double ghf_rng_mixing(ghf_rng *r, double p, double a, double b);
+
+/* Rows [row0, row0 + nrows) of X = mu + gamma Y + sqrt(Y) L Z into x
+ * (row-major, t->d columns; zb: scratch of d doubles); row i draws from its
+ * own stream (seed, i): the rows depend on the seed only, never on the
+ * ranks.  Returns -1, or the global index of the first row whose draw is not
+ * finite (the loop stops there). */
+int64_t ghf_sample_rows(const ghf_params *t, const double *L, uint64_t seed, int64_t row0, int64_t nrows,
+                        double *x, double *zb);
 
 #endif

@@ -13,7 +13,7 @@ ghf_io_plan ghf_io_plan_of(const ghf_job *j, int fit, int n_ranks)
 {
     const ghf_io_plan p = {j->data_file,     j->dataset, fit ? j->rows_start : 0, fit ? j->rows_len : -1,
                            fit,              n_ranks,    fit ? NULL : j->source,  j->out,
-                           GHF_PATH_RESULT,  NULL,       j->checkpoint,           0};
+                           GHF_PATH_RESULT,  NULL,       j->checkpoint,           NULL, 0};
     return p;
 }
 
@@ -41,12 +41,13 @@ static int check_outputs(const ghf_io_plan *p, const char *data_file, char *err,
     if (!st && p->checkpoint) st = out_check(p->checkpoint, err, errlen);
     if (st) return st;
     char prev[4200];
-    ghf_path_use u[6];
+    ghf_path_use u[7];
     int n = 0;
     if (p->data) u[n++] = (ghf_path_use){p->data, "--data", GHF_PATH_INPUT, NULL};
     if (p->data && data_file[0] && !ghf_same_file(p->data, data_file))
         u[n++] = (ghf_path_use){data_file, "the file behind --data's external link", GHF_PATH_INPUT, NULL};
     if (p->job_file) u[n++] = (ghf_path_use){p->job_file, "the job file", GHF_PATH_INPUT, NULL};
+    if (p->model) u[n++] = (ghf_path_use){p->model, "--model", GHF_PATH_INPUT, NULL};
     u[n++] = (ghf_path_use){p->out, "--out", (ghf_path_kind)p->out_kind, p->out_dataset};
     if (p->checkpoint) {
         ghf_ckpt_prev_path(p->checkpoint, prev, sizeof prev);

@@ -1,4 +1,4 @@
-/* iocheck.h - what `ghfit fit`, `run` and `generate` check on rank 0 before
+/* iocheck.h - what `ghfit fit`, `run`, `generate`, `eval` and `sample` check on rank 0 before
  * they start: the inputs first (the data set, its shape, the row window),
  * then the outputs (writable, distinct from every input and from each
  * other, only ghfit's own files replaced), then the output locks. */
@@ -21,6 +21,7 @@ typedef struct ghf_io_plan {
     int out_kind;                /* ghf_path_kind of out (GHF_PATH_RESULT or GHF_PATH_MATRIX) */
     const char *out_dataset;     /* GHF_PATH_MATRIX: the dataset generate writes */
     const char *checkpoint;      /* or NULL */
+    const char *model;           /* eval, sample: the result file read (an input) or NULL */
     int dry;                     /* `ghfit check`: create nothing (no probe file, no
                                     lock), report a lock another process holds */
 } ghf_io_plan;

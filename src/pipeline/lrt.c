@@ -93,7 +93,7 @@ int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
         if (k == nb) best[nb++] = i;
         else if (fits[i].s->loglik > fits[best[k]].s->loglik) best[k] = i;
     }
-    int printed = 0;
+    int printed = 0, mixture = 0;
     for (int a = 0; a < nb; a++)
         for (int b = 0; b < nb; b++) {
             const ghf_lrt_fit *r = &fits[best[a]], *u = &fits[best[b]];
@@ -106,6 +106,7 @@ int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
             char rn[64], un[64], refb[32];
             model_name(r, rn, sizeof rn);
             model_name(u, un, sizeof un);
+            mixture |= ref != NULL;
             if (!ref) {
                 snprintf(refb, sizeof refb, "chi2(%d)", df);
                 ref = refb;
@@ -117,7 +118,7 @@ int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
             fprintf(f, "  %-22s %-22s %3d %12.4f %10.3g  %s%s\n", rn, un, df, lr, pv, ref,
                     lr < 0.0 ? "  (the larger model's fit is below the restricted one)" : "");
         }
-    if (printed)
+    if (mixture)
         fprintf(f, "  (%s: a restriction on the boundary of the parameter space; Self and Liang 1987)\n", MIXTURE);
     free(best);
     return printed;

@@ -154,6 +154,9 @@ static void deliver_failed(group_ctx *g, const ghf_fit_spec *s, const char *why,
     r.family = ghf_family_name(s->family);
     r.n_obs = s->row_len;
     r.d = d;
+    r.symmetric = s->symmetric;
+    const ghf_model m = {s->family, s->symmetric, s->fix_p, s->p};
+    r.p_fixed = ghf_model_fixed_p(&m, d); /* NaN: p free */
     r.status = status;
     r.loglik = r.aic = r.bic = NAN;
     r.elapsed_s = seconds;

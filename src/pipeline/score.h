@@ -1,0 +1,45 @@
+/* score.h - using a fitted law: `ghfit eval` (per-row log-density,
+ * Mahalanobis distance and posterior moments of a data set under a fit of a
+ * result file) and `ghfit sample` (draws from a fit). */
+#ifndef GHF_SCORE_H
+#define GHF_SCORE_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "h5io.h"
+#include "model.h"
+
+/* "R.h5[:/fits/NAME]" split into the file and the fit's name ("" when none).
+ * 0, or 2 with a message naming --model. */
+int ghf_model_ref_parse(const char *ref, char *file, size_t file_len, char *name, size_t name_len, char *err,
+                        size_t errlen);
+
+/* Collective: rank 0 reads the fit (ghf_h5_read_fit_law), every rank gets
+ * it and its family; a failed fit (non-finite parameters) or an unknown
+ * family is status 2.  On success free *law with ghf_fit_law_free. */
+int ghf_fit_law_load(MPI_Comm comm, const char *file, const char *name, ghf_fit_law *law, ghf_family *fam,
+                     char *err, size_t errlen);
+
+typedef struct ghf_eval_opts {
+    const char *model_file, *fit_name; /* fit_name "": the file's only fit */
+    const char *data, *dataset;        /* dataset NULL: /X */
+    const char *out;
+    const char *backend;               /* auto, cpu or cuda (eval runs on the CPU) */
+} ghf_eval_opts;
+
+/* What eval found (every rank). */
+typedef struct ghf_eval_result {
+    int64_t n_rows, n_obs, n_nonfinite;
+    double loglik;
+    double seconds_read, seconds_eval, seconds_write;
+    char fit_name[64], family[16];
+    int d;
+} ghf_eval_result;
+
+/* Collective over comm: `ghfit eval`.  Returns the exit status (0, 1, 2)
+ * with one message in err (the same on every rank). */
+int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, char *err, size_t errlen);
+
+#endif
