@@ -46,6 +46,10 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
 /* Tests: plain loops for d <= small_d_max (else BLAS; at most 32), and the
  * Bessel plan: -1 auto (when the shard pays for it), 0 never, 1 always. */
 void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode);
+/* Tests and benchmarks: the per-row moments by the scalar reference path
+ * (ref = 1: ghf_estep_point, one log and two exps per row) or by the folded
+ * plan over arrays of rows (ref = 0, the default; src/backend/cpu_block.h). */
+void ghf_backend_cpu_tune_path(ghf_backend *be, int ref);
 
 #ifdef GHFIT_HAVE_CUDA
 /* Number of usable CUDA devices on this rank; 0 on any error (no driver, no device). */

@@ -1,0 +1,164 @@
+/* bench_estep.c - the CPU backend's E-step alone (a benchmark, not a test).
+ *
+ * Each rank draws its shard of N rows of a d-dimensional GH sample (per-row
+ * streams, so the data do not depend on the rank count), builds the CPU
+ * backend and times R E-step calls at the true parameters: wall time per
+ * call (max over ranks, MPI_Barrier before each call) and this process's CPU
+ * time per call (max over ranks; on a shared machine CPU time is the steadier
+ * of the two).  Prints medians.
+ *
+ *   mpirun -np P bench_estep [--n N] [--d D] [--reps R] [--p P --a A --b B]
+ *                            [--path vec|ref] [--plan auto|on|off]
+ *
+ * --path ref selects the scalar reference path of the per-row work
+ * (ghf_backend_cpu_tune), when the backend has one. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "model.h"
+#include "sample.h"
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Sigma: unit diagonal, equicorrelation 0.3; mu_j = 0.1 (j mod 5); gamma_j = 0.2, -0.1, ... */
+static void make_params(ghf_params *t, int d, double p, double a, double b)
+{
+    ghf_params_alloc(t, d);
+    for (int j = 0; j < d; j++) {
+        t->mu[j] = 0.1 * (j % 5);
+        t->gamma[j] = (j % 2 ? -0.1 : 0.2);
+        for (int k = 0; k < d; k++) t->sigma[j * d + k] = j == k ? 1.0 : 0.3;
+    }
+    t->p = p;
+    t->a = a;
+    t->b = b;
+}
+
+/* rows r0 .. r0+n of the sample: x = mu + gamma y + sqrt(y) L e */
+static void draw(const ghf_params *t, const ghf_derived *g, int64_t r0, int64_t n, double *x)
+{
+    const int d = t->d;
+    double e[512];
+    for (int64_t i = 0; i < n; i++) {
+        ghf_rng r;
+        ghf_rng_seed(&r, 7, (uint64_t)(r0 + i));
+        double y = t->a > 0.0 && t->b > 0.0 ? ghf_rng_gig(&r, t->p, t->a, t->b) : 1.0;
+        if (!isfinite(y)) y = 1.0;
+        for (int j = 0; j < d; j++) e[j] = ghf_rng_normal(&r);
+        for (int j = 0; j < d; j++) {
+            double s = 0.0;
+            for (int k = 0; k <= j; k++) s += g->L[j * d + k] * e[k];
+            x[i * d + j] = t->mu[j] + t->gamma[j] * y + sqrt(y) * s;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, np;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    int64_t N = 1000000;
+    int d = 10, reps = 15, ref = 0, plan = -1;
+    double p = -1.5, a = 2.0, b = 1.0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--n")) N = (int64_t)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--d")) d = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--p")) p = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--a")) a = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--b")) b = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--path")) ref = !strcmp(argv[i + 1], "ref");
+        else if (!strcmp(argv[i], "--plan")) plan = !strcmp(argv[i + 1], "on") ? 1 : !strcmp(argv[i + 1], "off") ? 0 : -1;
+        else {
+            fprintf(stderr, "bench_estep: unknown option %s\n", argv[i]);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if (d < 1 || d > 512 || reps < 1 || N < np) MPI_Abort(MPI_COMM_WORLD, 2);
+    /* shards at multiples of 256 rows, as ghfit reads them */
+    const int64_t blocks = (N + 255) / 256;
+    const int64_t r0 = blocks * rank / np * 256, r1 = rank == np - 1 ? N : blocks * (rank + 1) / np * 256;
+    const int64_t n = r1 - r0;
+    ghf_params t;
+    ghf_derived g;
+    make_params(&t, d, p, a, b);
+    ghf_derived_alloc(&g, d);
+    if (ghf_derive(&t, &g) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    double *x = malloc((size_t)(n > 0 ? n : 1) * d * sizeof(double));
+    draw(&t, &g, r0, n, x);
+    char err[256];
+    ghf_backend *be = ghf_backend_cpu_create(MPI_COMM_WORLD, x, n, d, err, sizeof err);
+    if (!be) MPI_Abort(MPI_COMM_WORLD, 1);
+#ifndef GHF_BENCH_NO_PATH
+    ghf_backend_cpu_tune_path(be, ref);
+#else
+    if (ref && rank == 0) fprintf(stderr, "bench_estep: this build has one path only\n");
+#endif
+    ghf_backend_cpu_tune(be, 32, plan);
+    ghf_estep_input in = {d, t.mu, g.Linv, g.w, g.c, 0};
+    const int len = ghf_stats_len(d);
+    double *st = malloc((size_t)len * sizeof(double));
+    double *wall = malloc((size_t)reps * sizeof(double)), *cpu = malloc((size_t)reps * sizeof(double));
+    be->estep(be, &in, st, err, sizeof err); /* warm-up: pages, plan */
+    for (int r = 0; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double w0 = MPI_Wtime(), c0 = cpu_now();
+        be->estep(be, &in, st, err, sizeof err);
+        double tt[2] = {MPI_Wtime() - w0, cpu_now() - c0};
+        MPI_Allreduce(MPI_IN_PLACE, tt, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        wall[r] = tt[0];
+        cpu[r] = tt[1];
+    }
+    /* the memory floor: one streaming pass over the shard (a sum of every element) */
+    double *rd = malloc((size_t)reps * sizeof(double)), sink = 0.0;
+    for (int r = 0; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double w0 = MPI_Wtime();
+        double a4[8] = {0};
+        for (int64_t i = 0; i + 8 <= n * d; i += 8)
+            for (int k = 0; k < 8; k++) a4[k] += x[i + k];
+        for (int k = 0; k < 8; k++) sink += a4[k];
+        double tt = MPI_Wtime() - w0;
+        MPI_Allreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        rd[r] = tt;
+    }
+    if (rank == 0)
+        printf("estep N=%lld d=%d ranks=%d path=%s plan=%d: wall %.2f ms, cpu %.2f ms (median of %d); "
+               "ll %.17g; read x once %.2f ms%s\n",
+               (long long)N, d, np, ref ? "ref" : "vec", be->last_used_plan, 1e3 * median(wall, reps),
+               1e3 * median(cpu, reps), reps, st[GHF_ST_LL], 1e3 * median(rd, reps), sink == 1.2345 ? " " : "");
+    free(rd);
+    be->destroy(be);
+    free(st);
+    free(wall);
+    free(cpu);
+    free(x);
+    ghf_derived_free(&g);
+    ghf_params_free(&t);
+    MPI_Finalize();
+    return 0;
+}

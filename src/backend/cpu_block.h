@@ -1,0 +1,68 @@
+/* cpu_block.h - the CPU E-step's work on one block of rows (private to src/backend).
+ *
+ * A block is GHF_ROW_BLOCK (256) consecutive rows of a shard; every function
+ * here computes each row's values from that row alone, in an order that does
+ * not depend on where the row sits in the block or in a vector register, and
+ * forms sums over the block in row order with fixed-width lane accumulators.
+ * So the statistics have the same bits whatever the number of threads and
+ * ranks and whichever instruction set (SSE2, AVX2, AVX-512) the hot loops
+ * were compiled for (FP contraction is off).
+ *
+ * The per-row moments have two paths:
+ *   ref: ghf_estep_point on the Bessel quantities of the plan (or the fused
+ *        evaluator): one log and two exps per row (the reference, tested);
+ *   vec: the folded plan (kernels/bessel_fplan.h), arrays over the block
+ *        (no log or exp); rows it does not cover (outside the plan, faces,
+ *        unusable pieces) take the ref path.
+ * They agree to about 1e-15 relative per row (tests/test_cpu_estep.c). */
+#ifndef GHF_CPU_BLOCK_H
+#define GHF_CPU_BLOCK_H
+
+#include "bessel_fplan.h"
+#include "estep.h"
+
+#define GHF_CPU_BLOCK 256 /* = GHF_ROW_BLOCK (src/dist/xreduce.h) */
+/* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
+#define GHF_CPU_SMALL_D 32
+
+/* How the Bessel quantities of a block's rows are evaluated. */
+typedef struct ghf_cpu_bessel {
+    const ghf_estep_consts *kc;
+    const ghf_bessel_plan *plan;   /* NULL: the fused evaluator for every row */
+    const ghf_bessel_fplan *fplan; /* NULL: the ref path for every row */
+    int plan_avx2;                 /* evaluate plan with ghf_bessel_plan_eval_avx2 (same bits) */
+} ghf_cpu_bessel;
+
+/* Small d: the block packed as groups of eight rows, each group column by
+ * column: xP[g*8*d + 8*k + r] = x[8g + r][k]; the last group is padded with
+ * zero rows (ceil(nb/8) groups, at most GHF_CPU_BLOCK * d doubles). */
+void ghf__cpu_pack(int d, const double *xb, int nb, double *xP);
+
+/* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w of the block's rows from
+ * the packed block (d <= GHF_CPU_SMALL_D); q and zw are filled up to the end
+ * of the last group. */
+void ghf__cpu_qzw_small(int d, const double *xT, int nb, const double *mu, const double *linv,
+                        const double *w, double *q, double *zw);
+
+/* Per-row moments (u = E[1/Y|x], v = E[Y|x], l = E[log Y|x], ll = log f(x)). */
+void ghf__cpu_moments_ref(const ghf_cpu_bessel *bs, const double *q, const double *zw, int nb, double *u,
+                          double *v, double *l, double *ll);
+void ghf__cpu_moments_vec(const ghf_cpu_bessel *bs, const double *q, const double *zw, int nb, double *u,
+                          double *v, double *l, double *ll);
+
+/* out[0..5] = the block's sums of u, v, l, ll over the rows whose four
+ * moments are finite, the number of other rows, and the sum of |zw| over the
+ * finite ones; u is set to 0 on the other rows and on the padding rows up to
+ * the end of the last group of eight (u, v, l, ll, zw hold nb rows; u has room
+ * for the padding). */
+void ghf__cpu_row_sums(int nb, double *u, const double *v, const double *l, const double *ll,
+                       const double *zw, double *out);
+
+/* The block's s4 += sum x, s5 += sum u x and the lower triangle of
+ * s6 += sum u x x^T from the packed block (d <= GHF_CPU_SMALL_D); ub must be
+ * 0 on the padding rows of the last group; ux is GHF_CPU_BLOCK doubles of
+ * scratch. */
+void ghf__cpu_sums_small(int d, const double *xT, int nb, const double *ub, double *ux, double *s4,
+                         double *s5, double *s6);
+
+#endif
