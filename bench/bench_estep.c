@@ -82,7 +82,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     int64_t N = 1000000;
-    int d = 10, reps = 15, ref = 0, plan = -1;
+    int d = 10, reps = 15, ref = 0, plan = -1, small_d = -1;
     double p = -1.5, a = 2.0, b = 1.0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--n")) N = (int64_t)atof(argv[i + 1]);
@@ -91,6 +91,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--p")) p = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--a")) a = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--b")) b = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--small-d")) small_d = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--path")) ref = !strcmp(argv[i + 1], "ref");
         else if (!strcmp(argv[i], "--plan")) plan = !strcmp(argv[i + 1], "on") ? 1 : !strcmp(argv[i + 1], "off") ? 0 : -1;
         else {
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
 #else
     if (ref && rank == 0) fprintf(stderr, "bench_estep: this build has one path only\n");
 #endif
-    ghf_backend_cpu_tune(be, 32, plan);
+    if (small_d >= 0 || plan != -1) ghf_backend_cpu_tune(be, small_d >= 0 ? small_d : 1000, plan);
     ghf_estep_input in = {d, t.mu, g.Linv, g.w, g.c, 0};
     const int len = ghf_stats_len(d);
     double *st = malloc((size_t)len * sizeof(double));

@@ -56,7 +56,7 @@ static void test_vec_vs_ref(void)
     double worst = 0.0;
     for (int di = 0; di < 6; di++) {
         const int d = dims[di];
-        const int64_t n = 2 * 256 + 37; /* an odd tail block */
+        const int64_t n = 3 * 1024 + 256 + 37; /* four exact-sum blocks, the last with an odd tail */
         ghf_rng r;
         ghf_rng_seed(&r, 7, (uint64_t)d);
         double *x = malloc((size_t)n * d * sizeof(double));

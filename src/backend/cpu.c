@@ -22,11 +22,14 @@
 #include "cpu_block.h"
 #include "xreduce.h"
 
-#define CPU_BLOCK GHF_ROW_BLOCK
-_Static_assert(GHF_CPU_BLOCK == GHF_ROW_BLOCK, "cpu_block.h and xreduce.h agree on the block");
+/* sub-blocks of the kernels; the exact sums add one partial per GHF_ROW_BLOCK rows */
+#define CPU_BLOCK GHF_CPU_BLOCK
+#define CPU_UNIT GHF_ROW_BLOCK
+_Static_assert(GHF_ROW_BLOCK % GHF_CPU_BLOCK == 0, "cpu_block.h and xreduce.h agree on the blocks");
 #define CPU_SMALL_D GHF_CPU_SMALL_D
-/* per-thread scratch: two blocks of rows and eight row vectors */
-#define CPU_TBUF(d) (2 * CPU_BLOCK * (d) + 8 * CPU_BLOCK)
+/* per-thread scratch (doubles, a multiple of 8): two blocks of rows (d + 3
+ * columns), eight row vectors, the s6 tiles' accumulators */
+#define CPU_TBUF(d) (2 * CPU_BLOCK * ((d) + 3) + 8 * CPU_BLOCK + ((d) <= CPU_SMALL_D ? ghf__cpu_sums_scratch(d) : 0))
 /* Build the plan only when the fit (all ranks) has this many rows per plan node. */
 #define CPU_PLAN_ROWS_PER_NODE 4
 
@@ -89,7 +92,7 @@ static void block_qzw_blas(const cpu_impl *c, const ghf_estep_input *in, const d
     }
 }
 
-/* Large d: the block's s4, s5 and the lower triangle of s6 by BLAS (dgemv, dsyrk). */
+/* Large d: the sub-block's s4, s5 and the lower triangle of s6 added by BLAS (dgemv, dsyrk). */
 static void block_sums_blas(int d, const double *xb, int nb, const double *ub, double *wb, double *s4,
                             double *s5, double *s6)
 {
@@ -99,11 +102,12 @@ static void block_sums_blas(int d, const double *xb, int nb, const double *ub, d
     }
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
-    cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 0.0, s5, 1);
-    cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 0.0, s6, d);
+    cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 1.0, s5, 1);
+    cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 1.0, s6, d);
 }
 
-/* One block: its partial sums into acc[len] (the layout of the statistics). */
+/* One sub-block of CPU_BLOCK rows: its partial sums added to acc[len] (the
+ * layout of the statistics; only the lower triangle of s6). */
 static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cpu_bessel *bs, int64_t bi,
                       double *wb, double *acc)
 {
@@ -111,14 +115,17 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
     const int64_t r0 = bi * CPU_BLOCK;
     const int nb = (int)((r0 + CPU_BLOCK <= c->nrows) ? CPU_BLOCK : c->nrows - r0);
     const double *xb = c->x + (size_t)r0 * d;
-    /* scratch: [CPU_BLOCK*d] packed rows or sqrt(u) x | [CPU_BLOCK*d] z rows | q zw u v l ll ux */
-    double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * d;
-    double *qv = zb + (size_t)CPU_BLOCK * d, *zwv = qv + CPU_BLOCK, *ub = zwv + CPU_BLOCK;
+    /* scratch: [CPU_BLOCK*(d+3)] packed rows or sqrt(u) x | [CPU_BLOCK*(d+3)] z rows |
+     * q zw u v l ll (ux unused) | s6 tile accumulators */
+    double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
+    double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK, *ub = zwv + CPU_BLOCK;
     double *vb = ub + CPU_BLOCK, *lb = vb + CPU_BLOCK, *llb = lb + CPU_BLOCK, *ux = llb + CPU_BLOCK;
     const int small = d <= c->small_d;
     if (small) {
+        const int64_t r1 = r0 + CPU_BLOCK;
+        const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
         ghf__cpu_pack(d, xb, nb, xT);
-        ghf__cpu_qzw_small(d, xT, nb, in->mu, in->linv, in->w, qv, zwv);
+        ghf__cpu_qzw_small(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
     } else {
         block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
     }
@@ -128,21 +135,17 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
         ghf__cpu_moments_vec(bs, qv, zwv, nb, ub, vb, lb, llb);
     double rs[6]; /* s1 s2 s3 ll bad zwa */
     ghf__cpu_row_sums(nb, ub, vb, lb, llb, zwv, rs);
-    /* the block's partial sums: scalars, s4, s5, lower triangle of s6 */
-    acc[GHF_ST_N] = nb;
-    acc[GHF_ST_S1] = rs[0];
-    acc[GHF_ST_S2] = rs[1];
-    acc[GHF_ST_S3] = rs[2];
-    acc[GHF_ST_LL] = rs[3];
-    acc[GHF_ST_NBAD] = rs[4];
-    acc[GHF_ST_STOP] = 0.0; /* the stop flag is added once, by the caller */
-    acc[GHF_ST_ZWABS] = rs[5];
+    /* the sub-block's partial sums: scalars, s4, s5, lower triangle of s6 */
+    acc[GHF_ST_N] += nb;
+    acc[GHF_ST_S1] += rs[0];
+    acc[GHF_ST_S2] += rs[1];
+    acc[GHF_ST_S3] += rs[2];
+    acc[GHF_ST_LL] += rs[3];
+    acc[GHF_ST_NBAD] += rs[4];
+    acc[GHF_ST_ZWABS] += rs[5]; /* the stop flag is added once, by the caller */
     double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
-    for (int j = 0; j < d; j++) s4[j] = s5[j] = 0.0;
-    for (int j = 0; j < d; j++)
-        for (int k = 0; k <= j; k++) s6[j * d + k] = 0.0;
     if (small)
-        ghf__cpu_sums_small(d, xT, nb, ub, ux, s4, s5, s6);
+        ghf__cpu_sums_small(d, xT, nb, ub, s4, s5, s6, ux + CPU_BLOCK);
     else
         block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6);
 }
@@ -191,14 +194,15 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
 {
     cpu_impl *c = be->impl;
     const int d = c->d, len = c->len;
-    const int64_t nblk = (c->nrows + CPU_BLOCK - 1) / CPU_BLOCK;
+    const int64_t nunit = (c->nrows + CPU_UNIT - 1) / CPU_UNIT;
     const double t0 = MPI_Wtime();
     const int use_plan = cpu_build_plan(c, in);
     be->last_used_plan = use_plan;
     const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL,
                                use_plan && !c->ref_path ? c->fplan : NULL, c->plan_avx2};
 
-    /* one pass: quadratic forms, moments and sums, block by block */
+    /* one pass: quadratic forms, moments and sums, unit by unit (each in
+     * sub-blocks), one exact addition per unit and statistic */
 #pragma omp parallel num_threads(c->nthreads)
     {
         const int tid = omp_get_thread_num();
@@ -207,8 +211,10 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
         double *wb = c->tbuf + (size_t)tid * (size_t)CPU_TBUF(d);
         for (int i = 0; i < len; i++) ghf_xsum_init(&xs[i]);
 #pragma omp for schedule(static)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            cpu_block(c, in, &bs, bi, wb, acc);
+        for (int64_t ui = 0; ui < nunit; ui++) {
+            memset(acc, 0, (size_t)len * sizeof(double));
+            const int64_t b1 = ((ui + 1) * CPU_UNIT < c->nrows ? (ui + 1) * CPU_UNIT : c->nrows);
+            for (int64_t bi = ui * (CPU_UNIT / CPU_BLOCK); bi * CPU_BLOCK < b1; bi++) cpu_block(c, in, &bs, bi, wb, acc);
             for (int i = 0; i < GHF_ST_S4 + 2 * d; i++) ghf_xsum_add(&xs[i], acc[i]);
             const double *s6 = acc + ghf_stats_s6(d);
             for (int j = 0; j < d; j++)
@@ -259,7 +265,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     if (c->nthreads < 1) c->nthreads = 1;
     c->tstats = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(double));
     c->txs = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(ghf_xsum));
-    c->tbuf = malloc((size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double));
+    c->tbuf = aligned_alloc(64, (size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double)); /* vectors of 8 */
     c->plan = malloc(sizeof *c->plan);
     c->fplan = malloc(sizeof *c->fplan);
     if (!c->tstats || !c->txs || !c->tbuf || !c->plan || !c->fplan) goto oom;

@@ -23,7 +23,7 @@
 
 #define GHF_CPU_BLOCK 256 /* = GHF_ROW_BLOCK (src/dist/xreduce.h) */
 /* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
-#define GHF_CPU_SMALL_D 32
+#define GHF_CPU_SMALL_D 128
 
 /* How the Bessel quantities of a block's rows are evaluated. */
 typedef struct ghf_cpu_bessel {
@@ -34,15 +34,21 @@ typedef struct ghf_cpu_bessel {
 } ghf_cpu_bessel;
 
 /* Small d: the block packed as groups of eight rows, each group column by
- * column: xP[g*8*d + 8*k + r] = x[8g + r][k]; the last group is padded with
- * zero rows (ceil(nb/8) groups, at most GHF_CPU_BLOCK * d doubles). */
+ * column, with dp = ghf__cpu_pack_stride(d) columns: xP[g*8*dp + 8*k + r] =
+ * x[8g + r][k]; the last group is padded with zero rows and every group with
+ * zero columns up to dp (ceil(nb/8) groups, at most GHF_CPU_BLOCK * dp doubles). */
+static inline int ghf__cpu_pack_stride(int d)
+{
+    return (d + 3) & ~3;
+}
 void ghf__cpu_pack(int d, const double *xb, int nb, double *xP);
 
 /* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w of the block's rows from
  * the packed block (d <= GHF_CPU_SMALL_D); q and zw are filled up to the end
- * of the last group. */
+ * of the last group.  next (may be NULL): the nnext rows (row-major) to be
+ * packed after these, prefetched meanwhile. */
 void ghf__cpu_qzw_small(int d, const double *xT, int nb, const double *mu, const double *linv,
-                        const double *w, double *q, double *zw);
+                        const double *w, double *q, double *zw, const double *next, int nnext);
 
 /* Per-row moments (u = E[1/Y|x], v = E[Y|x], l = E[log Y|x], ll = log f(x)). */
 void ghf__cpu_moments_ref(const ghf_cpu_bessel *bs, const double *q, const double *zw, int nb, double *u,
@@ -58,11 +64,24 @@ void ghf__cpu_moments_vec(const ghf_cpu_bessel *bs, const double *q, const doubl
 void ghf__cpu_row_sums(int nb, double *u, const double *v, const double *l, const double *ll,
                        const double *zw, double *out);
 
+/* The number of 4 x 4 tiles of the lower triangle of s6 (d <= GHF_CPU_SMALL_D). */
+static inline int ghf__cpu_sums_tiles(int d)
+{
+    const int t = ghf__cpu_pack_stride(d) / 4;
+    return t * (t + 1) / 2;
+}
+
+/* doubles of scratch for ghf__cpu_sums_small: the tiles' accumulators */
+static inline int ghf__cpu_sums_scratch(int d)
+{
+    return 128 * ghf__cpu_sums_tiles(d);
+}
+
 /* The block's s4 += sum x, s5 += sum u x and the lower triangle of
  * s6 += sum u x x^T from the packed block (d <= GHF_CPU_SMALL_D); ub must be
- * 0 on the padding rows of the last group; ux is GHF_CPU_BLOCK doubles of
- * scratch. */
-void ghf__cpu_sums_small(int d, const double *xT, int nb, const double *ub, double *ux, double *s4,
-                         double *s5, double *s6);
+ * 0 on the padding rows of the last group; tacc is scratch of
+ * ghf__cpu_sums_scratch(d) doubles, 64-byte aligned. */
+void ghf__cpu_sums_small(int d, const double *xP, int nb, const double *ub, double *s4, double *s5,
+                         double *s6, double *tacc);
 
 #endif
