@@ -1,12 +1,13 @@
 /* test_cpu_isa.c - the CPU E-step's block kernels give the same bits whatever instruction set they were compiled for.
  *
- * src/backend/cpu_block.c is compiled three times (tests/cpu_block_isa.c):
- * for baseline x86-64 (SSE2, software fma), x86-64-v3 (AVX2, FMA) and
- * x86-64-v4 (AVX-512), the three clones the backend picks from at run time.  On random blocks (full and with
- * an odd tail, rows on the vg face, rows outside the plan) every output of
- * every kernel (packed block, q, zw, the four moments of both paths, the row
- * sums, s4/s5/s6) must be bitwise those of the baseline build.  Instruction
- * sets this CPU lacks are skipped (and said so). */
+ * src/backend/cpu_block_impl.h is compiled three times: for the baseline
+ * (x86-64: SSE2, glibc's software fma), x86-64-v3 (AVX2, FMA) and x86-64-v4
+ * (AVX-512), and the backend picks one of those at run time.  On random
+ * blocks (full and with an odd tail, rows on the vg face, rows outside the
+ * plan) every output of every kernel (packed block, q, zw, the four moments
+ * of both paths, the row sums, s4/s5/s6) must be bitwise those of the
+ * baseline build.  Instruction sets this build or CPU lacks are skipped
+ * (and said so). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,38 +19,6 @@
 #include "sample.h"
 #include "testutil.h"
 
-#define DECL(isa)                                                                                           \
-    void isa##_pack(int, const double *, int, double *);                                                    \
-    void isa##_qzw_small(int, const double *, int, const double *, const double *, const double *, double *, \
-                         double *, const double *, int);                                                                         \
-    void isa##_moments_ref(const ghf_cpu_bessel *, const double *, const double *, int, double *, double *,  \
-                           double *, double *);                                                             \
-    void isa##_moments_vec(const ghf_cpu_bessel *, const double *, const double *, int, double *, double *,  \
-                           double *, double *);                                                             \
-    void isa##_row_sums(int, double *, const double *, const double *, const double *, const double *,       \
-                        double *);                                                                          \
-    void isa##_sums_small(int, const double *, int, const double *, double *, double *, double *, double *);
-DECL(sse2)
-DECL(avx2)
-DECL(avx512)
-
-typedef struct isa_fns {
-    const char *name;
-    const char *cpu; /* __builtin_cpu_supports name */
-    void (*pack)(int, const double *, int, double *);
-    void (*qzw)(int, const double *, int, const double *, const double *, const double *, double *, double *,
-                const double *, int);
-    void (*mref)(const ghf_cpu_bessel *, const double *, const double *, int, double *, double *, double *,
-                 double *);
-    void (*mvec)(const ghf_cpu_bessel *, const double *, const double *, int, double *, double *, double *,
-                 double *);
-    void (*rsum)(int, double *, const double *, const double *, const double *, const double *, double *);
-    void (*sums)(int, const double *, int, const double *, double *, double *, double *, double *);
-} isa_fns;
-
-#define FNS(isa, cpu) {#isa, cpu, isa##_pack, isa##_qzw_small, isa##_moments_ref, isa##_moments_vec, \
-                       isa##_row_sums, isa##_sums_small}
-
 enum { B = GHF_CPU_BLOCK, MAXD = GHF_CPU_SMALL_D };
 
 /* everything one block produces, in one buffer */
@@ -57,35 +26,37 @@ typedef struct outputs {
     double xp[B * (MAXD + 3)], q[B], zw[B], m[2][4][B], rs[6], s[2 * MAXD + MAXD * MAXD];
 } outputs;
 
-static void run(const isa_fns *f, int d, const double *xb, int nb, const ghf_estep_input *in,
+static void run(const ghf_cpu_kernels *f, int d, const double *xb, int nb, const ghf_estep_input *in,
                 const ghf_cpu_bessel *bs, outputs *o)
 {
     memset(o, 0, sizeof *o);
     f->pack(d, xb, nb, o->xp);
     f->qzw(d, o->xp, nb, in->mu, in->linv, in->w, o->q, o->zw, xb, nb);
-    f->mref(bs, o->q, o->zw, nb, o->m[0][0], o->m[0][1], o->m[0][2], o->m[0][3]);
-    f->mvec(bs, o->q, o->zw, nb, o->m[1][0], o->m[1][1], o->m[1][2], o->m[1][3]);
-    f->rsum(nb, o->m[1][0], o->m[1][1], o->m[1][2], o->m[1][3], o->zw, o->rs);
-    static double tacc[128 * 528 + B * (MAXD + 3)] __attribute__((aligned(64)));
+    f->moments_ref(bs, o->q, o->zw, nb, o->m[0][0], o->m[0][1], o->m[0][2], o->m[0][3]);
+    f->moments_vec(bs, o->q, o->zw, nb, o->m[1][0], o->m[1][1], o->m[1][2], o->m[1][3]);
+    f->row_sums(nb, o->m[1][0], o->m[1][1], o->m[1][2], o->m[1][3], o->zw, o->rs);
+    static double *tacc;
+    if (!tacc) tacc = aligned_alloc(64, (size_t)ghf__cpu_sums_scratch(MAXD) * sizeof(double));
     f->sums(d, o->xp, nb, o->m[1][0], o->s, o->s + d, o->s + 2 * d, tacc);
 }
 
 int main(void)
 {
-    const isa_fns isas[3] = {FNS(sse2, NULL), FNS(avx2, "x86-64-v3"), FNS(avx512, "x86-64-v4")};
-    int have[3] = {1, 0, 0};
-    __builtin_cpu_init();
-    have[1] = __builtin_cpu_supports("x86-64-v3");
-    have[2] = __builtin_cpu_supports("x86-64-v4");
-    for (int k = 1; k < 3; k++)
-        if (!have[k]) printf("test_cpu_isa: this CPU has no %s: that build is not checked\n", isas[k].cpu);
+    const char *names[3] = {"baseline", "x86-64-v3", "x86-64-v4"};
+    const ghf_cpu_kernels *isas[3];
+    for (int k = 0; k < 3; k++) {
+        isas[k] = ghf__cpu_kernels_isa(k);
+        if (!isas[k]) printf("test_cpu_isa: no %s kernels in this build or on this CPU: not checked\n", names[k]);
+    }
+    CHECK(isas[0] != NULL, "the baseline kernels exist");
+    printf("test_cpu_isa: the backend picks %s\n", ghf__cpu_kernels()->isa);
     static outputs ref, got;
     static ghf_bessel_plan plan;
     static ghf_bessel_fplan fplan;
-    const int dims[] = {1, 2, 3, 7, 10, 16, 32};
+    const int dims[] = {1, 2, 3, 7, 10, 16, 32, 50, 128};
     const double subs[3][3] = {{-1.5, 2.0, 1.0}, {1.7, 1.1, 0.0}, {0.9, 0.4, 3.0}}; /* gh, vg, gh */
     long compared = 0;
-    for (int di = 0; di < 7; di++) {
+    for (int di = 0; di < 9; di++) {
         const int d = dims[di];
         ghf_rng r;
         ghf_rng_seed(&r, 5, (uint64_t)d);
@@ -119,12 +90,12 @@ int main(void)
                 const int nb = rep % 2 ? B : 1 + (int)(ghf_rng_uniform(&r) * (B - 1));
                 for (int i = 0; i < nb * d; i++) x[i] = ghf_rng_normal(&r) * (1.0 + 0.3 * rep);
                 for (int j = 0; j < d; j++) x[(nb / 2) * d + j] = t.mu[j]; /* q = 0: the vg face */
-                run(&isas[0], d, x, nb, &in, &bs, &ref);
+                run(isas[0], d, x, nb, &in, &bs, &ref);
                 for (int k = 1; k < 3; k++) {
-                    if (!have[k]) continue;
-                    run(&isas[k], d, x, nb, &in, &bs, &got);
-                    CHECK(memcmp(&ref, &got, sizeof ref) == 0, "d=%d sub %d nb=%d: %s != sse2", d, si, nb,
-                          isas[k].name);
+                    if (!isas[k]) continue;
+                    run(isas[k], d, x, nb, &in, &bs, &got);
+                    CHECK(memcmp(&ref, &got, sizeof ref) == 0, "d=%d sub %d nb=%d: %s != baseline", d, si, nb,
+                          names[k]);
                     compared++;
                 }
             }

@@ -52,6 +52,7 @@ typedef struct cpu_impl {
     ghf_bessel_plan *plan;
     ghf_bessel_fplan *fplan; /* the plan folded with the per-row log and exps */
     int plan_avx2; /* evaluate the plan with ghf_bessel_plan_eval_avx2 (same bits) */
+    const ghf_cpu_kernels *k; /* the block kernels for this CPU's instruction set */
 } cpu_impl;
 
 static void cpu_destroy(ghf_backend *be)
@@ -124,17 +125,17 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
     if (small) {
         const int64_t r1 = r0 + CPU_BLOCK;
         const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
-        ghf__cpu_pack(d, xb, nb, xT);
-        ghf__cpu_qzw_small(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
+        c->k->pack(d, xb, nb, xT);
+        c->k->qzw(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
     } else {
         block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
     }
     if (c->ref_path)
-        ghf__cpu_moments_ref(bs, qv, zwv, nb, ub, vb, lb, llb);
+        c->k->moments_ref(bs, qv, zwv, nb, ub, vb, lb, llb);
     else
-        ghf__cpu_moments_vec(bs, qv, zwv, nb, ub, vb, lb, llb);
+        c->k->moments_vec(bs, qv, zwv, nb, ub, vb, lb, llb);
     double rs[6]; /* s1 s2 s3 ll bad zwa */
-    ghf__cpu_row_sums(nb, ub, vb, lb, llb, zwv, rs);
+    c->k->row_sums(nb, ub, vb, lb, llb, zwv, rs);
     /* the sub-block's partial sums: scalars, s4, s5, lower triangle of s6 */
     acc[GHF_ST_N] += nb;
     acc[GHF_ST_S1] += rs[0];
@@ -145,7 +146,7 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
     acc[GHF_ST_ZWABS] += rs[5]; /* the stop flag is added once, by the caller */
     double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
     if (small)
-        ghf__cpu_sums_small(d, xT, nb, ub, s4, s5, s6, ux + CPU_BLOCK);
+        c->k->sums(d, xT, nb, ub, s4, s5, s6, ux + CPU_BLOCK);
     else
         block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6);
 }
@@ -257,6 +258,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->d = d;
     c->len = ghf_stats_len(d);
     c->small_d = CPU_SMALL_D;
+    c->k = ghf__cpu_kernels();
 #ifdef GHF_BESSEL_PLAN_AVX2
     c->plan_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
