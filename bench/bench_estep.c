@@ -11,7 +11,18 @@
  *                            [--path vec|ref] [--plan auto|on|off]
  *
  * --path ref selects the scalar reference path of the per-row work
- * (ghf_backend_cpu_tune), when the backend has one. */
+ * (ghf_backend_cpu_tune_path), --small-d the largest d of the plain-loop
+ * kernels (BLAS above).
+ *
+ * It also prints an estimate of the E-step's floor on this machine, per
+ * rank: the larger of one streaming pass over the shard (measured, CPU time:
+ * a sum of every element) and the least arithmetic, counted in eight-lane
+ * fused multiply-adds at the rate measured here (16 independent chains, as
+ * if every row's plan coefficients were at hand):
+ * d(d+1)/2 + 2d for q and zw, d(d+1)/2 + 2d for s6, s4, s5, 60 for the four
+ * degree-15 plan polynomials and 20 for the rest of the moments, per row.
+ * Built against an older ghfit (-DGHF_BENCH_BEFORE, bench/bench_cpu.sh) it
+ * times that ghfit's E-step and prints no floor. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -20,6 +31,9 @@
 #include <time.h>
 
 #include "backend.h"
+#ifndef GHF_BENCH_BEFORE
+#include "cpu_block.h"
+#endif
 #include "model.h"
 #include "sample.h"
 
@@ -114,7 +128,7 @@ int main(int argc, char **argv)
     char err[256];
     ghf_backend *be = ghf_backend_cpu_create(MPI_COMM_WORLD, x, n, d, err, sizeof err);
     if (!be) MPI_Abort(MPI_COMM_WORLD, 1);
-#ifndef GHF_BENCH_NO_PATH
+#ifndef GHF_BENCH_BEFORE
     ghf_backend_cpu_tune_path(be, ref);
 #else
     if (ref && rank == 0) fprintf(stderr, "bench_estep: this build has one path only\n");
@@ -138,20 +152,44 @@ int main(int argc, char **argv)
     double *rd = malloc((size_t)reps * sizeof(double)), sink = 0.0;
     for (int r = 0; r < reps; r++) {
         MPI_Barrier(MPI_COMM_WORLD);
-        const double w0 = MPI_Wtime();
+        const double w0 = cpu_now(); /* CPU time: steadier on a shared machine */
         double a4[8] = {0};
         for (int64_t i = 0; i + 8 <= n * d; i += 8)
             for (int k = 0; k < 8; k++) a4[k] += x[i + k];
         for (int k = 0; k < 8; k++) sink += a4[k];
-        double tt = MPI_Wtime() - w0;
+        double tt = cpu_now() - w0;
         MPI_Allreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         rd[r] = tt;
     }
-    if (rank == 0)
+    double floor_ms = 0.0, fp_ms = 0.0;
+    const char *isa = "";
+#ifndef GHF_BENCH_BEFORE
+    {
+        const ghf_cpu_kernels *k = ghf__cpu_kernels();
+        const long nf = 2000000;
+        const double c0 = cpu_now();
+        sink += k->fma_loop(nf);
+        const double rate = 16.0 * nf / (cpu_now() - c0); /* eight-lane FMAs per second */
+        const double ops = d * (d + 1.0) + 4.0 * d + 80.0;  /* per row, see above */
+        fp_ms = 1e3 * (double)n * ops / 8.0 / rate;
+        double mx = fp_ms;
+        MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        fp_ms = mx;
+        isa = k->isa;
+    }
+#endif
+    const double rd_ms = 1e3 * median(rd, reps);
+    floor_ms = fp_ms > rd_ms ? fp_ms : rd_ms;
+    if (rank == 0) {
         printf("estep N=%lld d=%d ranks=%d path=%s plan=%d: wall %.2f ms, cpu %.2f ms (median of %d); "
                "ll %.17g; read x once %.2f ms%s\n",
                (long long)N, d, np, ref ? "ref" : "vec", be->last_used_plan, 1e3 * median(wall, reps),
-               1e3 * median(cpu, reps), reps, st[GHF_ST_LL], 1e3 * median(rd, reps), sink == 1.2345 ? " " : "");
+               1e3 * median(cpu, reps), reps, st[GHF_ST_LL], rd_ms, sink == 1.2345 ? " " : "");
+        if (fp_ms > 0.0)
+            printf("floor per rank: %.2f ms = max(read x once %.2f ms, arithmetic %.2f ms at the measured "
+                   "FMA rate; kernels %s)\n",
+                   floor_ms, rd_ms, fp_ms, isa);
+    }
     free(rd);
     be->destroy(be);
     free(st);

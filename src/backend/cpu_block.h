@@ -87,6 +87,8 @@ typedef struct ghf_cpu_kernels {
      * doubles. */
     void (*sums)(int d, const double *xP, int nb, const double *ub, double *s4, double *s5, double *s6,
                  double *tacc);
+    /* Benchmarks: 16 n eight-lane fused multiply-adds, independent (the peak). */
+    double (*fma_loop)(long n);
 } ghf_cpu_kernels;
 
 enum { GHF_CPU_ISA_BASE = 0, GHF_CPU_ISA_V3 = 1, GHF_CPU_ISA_V4 = 2 };

@@ -382,5 +382,19 @@ static void sums_small(int d, const double *xP, int nb, const double *ub, double
                     s6[(size_t)(jt + a) * d + kt + b] += v8_hsum(v8_load(A + 8 * (TK * a + b)));
 }
 
-const ghf_cpu_kernels GHF_CPU_KERNELS = {GHF_CPU_VEC_NAME, pack,     qzw_small, moments_ref,
-                                         moments_vec,      row_sums, sums_small};
+/* Benchmarks: n rounds of 16 independent eight-lane fused multiply-adds
+ * (the kernels' arithmetic peak); returns a value that depends on all of them. */
+static double fma_loop(long n)
+{
+    vec8 a[16];
+    for (int i = 0; i < 16; i++) a[i] = v8_bcast(1.0 + 1e-3 * i);
+    const vec8 m = v8_bcast(0.999999), c = v8_bcast(1e-6);
+    for (long r = 0; r < n; r++)
+        for (int i = 0; i < 16; i++) a[i] = v8_fma(a[i], m, c);
+    double t = 0.0;
+    for (int i = 0; i < 16; i++) t += v8_hsum(a[i]);
+    return t;
+}
+
+const ghf_cpu_kernels GHF_CPU_KERNELS = {GHF_CPU_VEC_NAME, pack,       qzw_small, moments_ref, moments_vec,
+                                         row_sums,         sums_small, fma_loop};
