@@ -173,6 +173,7 @@ typedef struct ghf_fit_record {
     double p_fixed;                                  /* the GIG index when held fixed (by the family
                                                         or by the user), NaN when estimated */
     const char *moments_note;                        /* why moments are NaN (heavy tails), or NULL */
+    const char *device;                              /* optional: what ran it, "cpu" or "cuda:0,1" */
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;

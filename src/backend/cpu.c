@@ -248,6 +248,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     if (!be || !c) goto oom;
     be->impl = c;
     be->name = "cpu";
+    snprintf(be->device, sizeof be->device, "cpu");
     be->estep = cpu_estep;
     be->destroy = cpu_destroy;
     /* BLAS runs inside our OpenMP threads: keep it single-threaded there. */

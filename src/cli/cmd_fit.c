@@ -349,6 +349,7 @@ int ghf_cmd_fit(int argc, char **argv)
             ghf_fit_record rec;
             /* the write phase of rank 0 is known only after writing: record it as measured so far */
             ghf_fit_out_record(&out, be->name, &rec);
+            rec.device = be->device;
             st = ghf_h5_out_add_fit(w, &rec, err, sizeof err);
             if (!st) {
                 /* rank 0's write phase so far (the others do not write) */

@@ -1026,6 +1026,7 @@ static int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, i
         if (g->grank == 0) {
             ghf_fit_record rec;
             ghf_fit_out_record(&out, dc.be->name, &rec);
+            rec.device = dc.be->device;
             deliver_record(g, s->index, &rec);
         }
         ghf_fit_out_free(&out);
@@ -1346,6 +1347,7 @@ int ghf_cmd_run(int argc, char **argv)
     group_ctx g;
     memset(&g, 0, sizeof g);
     MPI_Comm_split(world, group, rank, &g.gcomm);
+    ghf_backend_map_devices(world, g.gcomm, job.backend);
     MPI_Comm_dup(world, &g.pcomm);
     g.live = ghf_live_create(world, g.pcomm);
     g.wrank = rank;

@@ -46,6 +46,7 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     ghf_pack_i64(b, r->symmetric);
     ghf_pack_f64(b, r->p_fixed);
     ghf_pack_str(b, r->moments_note);
+    ghf_pack_str(b, r->device); /* last: records written before it was added still unpack */
 }
 
 void ghf_rec_free(ghf_rec *rec)
@@ -55,6 +56,7 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->status);
     free(rec->backend);
     free(rec->moments_note);
+    free(rec->device);
     free(rec->trace);
     free(rec->mu);
     free(rec->gamma);
@@ -108,6 +110,7 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
     r->symmetric = (int)ghf_unpack_i64(u);
     r->p_fixed = ghf_unpack_f64(u);
     r->moments_note = rec->moments_note = ghf_unpack_str(u);
+    r->device = rec->device = u->off < u->n ? ghf_unpack_str(u) : NULL;
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||
         !r->family || !r->status) {
