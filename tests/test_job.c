@@ -119,13 +119,31 @@ static void test_parse(void)
     }
     free(s);
 
-    /* a slice: fits i with i % 5 == 2 */
-    j.slice_k = 2;
-    j.slice_n = 5;
-    rc = ghf_job_expand(&j, 20000, &s, &ns, &nt, err, sizeof err);
-    CHECK(rc == 0 && nt == 216 && ns == (216 - 2 + 4) / 5, "slice 2/5: %d fits of %d", ns, nt);
-    for (int a = 0; rc == 0 && a < ns; a++) CHECK(s[a].index % 5 == 2, "slice index %d", s[a].index);
-    free(s);
+    /* slices K/5: the groups of a run with 5 groups (issue: arrays keep
+     * warm-start chains whole).  Every chain has 9 windows >= 5, so slice K
+     * holds, of every chain, the windows q with floor(q * 5 / 9) == K: a
+     * contiguous block; the slices partition the fits. */
+    int seen[216] = {0};
+    for (int k = 0; k < 5; k++) {
+        j.slice_k = k;
+        j.slice_n = 5;
+        rc = ghf_job_expand(&j, 20000, &s, &ns, &nt, err, sizeof err);
+        CHECK(rc == 0 && nt == 216, "slice %d/5: %d fits of %d (%s)", k, ns, nt, err);
+        for (int a = 0; rc == 0 && a < ns; a++) {
+            const int q = s[a].index % 9; /* its window in its chain */
+            CHECK(q * 5 / 9 == k && s[a].window == q, "slice %d: fit %d (window %d) is not in block %d", k,
+                  s[a].index, q, k);
+            CHECK(a == 0 || s[a].index > s[a - 1].index, "slice %d: fits out of order", k);
+            if (s[a].index >= 0 && s[a].index < 216) seen[s[a].index]++;
+            /* within a chain, the slice's windows are consecutive */
+            if (a > 0 && s[a].chain == s[a - 1].chain)
+                CHECK(s[a].window == s[a - 1].window + 1, "slice %d: a gap in chain %d", k, s[a].chain);
+        }
+        free(s);
+    }
+    int once = 1;
+    for (int a = 0; a < 216; a++) once &= seen[a] == 1;
+    CHECK(once, "the 5 slices do not partition the 216 fits");
     /* windows that do not fit */
     j.slice_k = 0;
     j.slice_n = 1;

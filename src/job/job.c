@@ -20,6 +20,8 @@ void ghf_job_defaults(ghf_job *j)
     j->rows_len = -1;
     j->n_family = 1;
     j->family[0] = GHF_FAMILY_GH;
+    j->n_sym = 1;
+    j->sym[0] = 0;
     j->n_p = 1;
     j->p[0].fixed = 0;
     j->n_tol = 1;
@@ -45,6 +47,7 @@ void ghf_job_free(ghf_job *j)
     free(j->out);
     free(j->backend);
     free(j->checkpoint);
+    free(j->fit_name);
     memset(j, 0, sizeof *j);
 }
 
@@ -169,15 +172,31 @@ static int parse_p(pctx *c, yaml_node_t *n, ghf_job *j)
         ghf_job_p v = {0, 0.0};
         if (!strcasecmp(s, "free")) {
             v.fixed = 0;
-        } else if (ghf_parse_double(s, &v.value) == 0 && fabs(v.value) <= 50) {
+        } else if (ghf_parse_double(s, &v.value) == 0 && fabs(v.value) <= GHF_P_MAX_ANY) {
             v.fixed = 1;
         } else {
-            return perr(c, it[i], "p: '%s' is neither 'free' nor a number in [-50, 50]", s);
+            return perr(c, it[i], "p: '%s' is neither 'free' nor a number in [-1e6, 1e6]", s);
         }
         for (int q = 0; q < j->n_p; q++)
             if (j->p[q].fixed == v.fixed && (!v.fixed || j->p[q].value == v.value))
                 return perr(c, it[i], "p: '%s' is listed twice", s);
         j->p[j->n_p++] = v;
+    }
+    return 0;
+}
+
+static int parse_sym(pctx *c, yaml_node_t *n, ghf_job *j)
+{
+    yaml_node_t *it[GHF_JOB_MAX_AXIS];
+    int k;
+    if (axis_items(c, "symmetric", n, it, &k)) return 2;
+    j->n_sym = 0;
+    for (int i = 0; i < k; i++) {
+        int v = 0;
+        if (get_bool(c, "symmetric", it[i], &v)) return 2;
+        if (j->n_sym == 2 || (j->n_sym == 1 && j->sym[0] == v))
+            return perr(c, it[i], "symmetric: '%s' is listed twice", scalar(it[i]));
+        j->sym[j->n_sym++] = v;
     }
     return 0;
 }
@@ -287,6 +306,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     }
     if (!strcmp(key, "out")) return get_str(c, key, v, &j->out);
     if (!strcmp(key, "family")) return parse_family(c, v, j);
+    if (!strcmp(key, "symmetric")) return parse_sym(c, v, j);
     if (!strcmp(key, "p")) return parse_p(c, v, j);
     if (!strcmp(key, "tol")) return parse_tol(c, v, j);
     if (!strcmp(key, "seed")) return parse_seed(c, v, j);
@@ -316,6 +336,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     }
     if (!strcmp(key, "quiet")) return get_bool(c, key, v, &j->quiet);
     if (!strcmp(key, "log_iterations")) return get_bool(c, key, v, &j->log_iterations);
+    if (!strcmp(key, "log_time")) return get_bool(c, key, v, &j->log_time);
     if (!strcmp(key, "rows_per_rank")) return get_i64(c, key, v, 1, &j->rows_per_rank);
     if (!strcmp(key, "checkpoint")) {
         if (is_null(v)) {
@@ -401,9 +422,9 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         snprintf(err, errlen, "%s:1: the job file is empty", c.src);
         rc = 2;
     } else {
-        static const char *const top[] = {"name", "data", "out", "family", "p", "tol", "seed", "windows",
+        static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
-                                          "log_iterations", "rows_per_rank", "checkpoint", "checkpoint_every",
+                                          "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
                                           "slice", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
@@ -424,6 +445,13 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
     return rc;
 }
 
+/* whether the p axis applies to a family (its p is not fixed by definition) */
+static int family_p_free(ghf_family f)
+{
+    const ghf_family_def *fd = ghf_family_get(f);
+    return fd && fd->sub != GHF_SUB_NONE && isnan(fd->family_p(1));
+}
+
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
 {
     const char *s = j->source ? j->source : "job";
@@ -435,13 +463,24 @@ int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "%s: 'out' (the result file) is required (or --out)", s);
         return 2;
     }
-    int any_gh = 0;
-    for (int i = 0; i < j->n_family; i++) any_gh |= j->family[i] == GHF_FAMILY_GH;
-    int any_fixed = 0;
-    for (int i = 0; i < j->n_p; i++) any_fixed |= j->p[i].fixed;
-    if (any_fixed && !any_gh) {
-        snprintf(err, errlen, "%s: p: a fixed p applies to family gh only (NIG has p = -1/2)", s);
-        return 2;
+    int any_free = 0;
+    for (int i = 0; i < j->n_family; i++) any_free |= family_p_free(j->family[i]);
+    for (int i = 0; i < j->n_p; i++) {
+        if (!j->p[i].fixed) continue;
+        if (!any_free) {
+            snprintf(err, errlen, "%s: p: a fixed p applies to the families whose p is free (gh, vg, t); "
+                     "this job fits none of them", s);
+            return 2;
+        }
+        for (int f = 0; f < j->n_family; f++) {
+            const ghf_model m = {j->family[f], 0, 1, j->p[i].value};
+            char why[256];
+            if (family_p_free(j->family[f]) && ghf_model_check(&m, 1, why, sizeof why)) {
+                snprintf(err, errlen, "%s: p: %.17g with family %s: %s", s, j->p[i].value,
+                         ghf_family_name(j->family[f]), strstr(why, ": ") ? strstr(why, ": ") + 2 : why);
+                return 2;
+            }
+        }
     }
     if (j->slice_n < 1 || j->slice_k < 0 || j->slice_k >= j->slice_n) {
         snprintf(err, errlen, "%s: slice %d/%d: expected K/N with 0 <= K < N", s, j->slice_k, j->slice_n);
@@ -523,7 +562,13 @@ char *ghf_job_config_text(const ghf_job *j)
     sb_quoted(&b, j->out ? j->out : "");
     sb_printf(&b, "\nfamily: [");
     for (int i = 0; i < j->n_family; i++) sb_printf(&b, "%s%s", i ? ", " : "", ghf_family_name(j->family[i]));
-    sb_printf(&b, "]\np: [");
+    sb_printf(&b, "]\n");
+    if (j->n_sym != 1 || j->sym[0]) {
+        sb_printf(&b, "symmetric: [");
+        for (int i = 0; i < j->n_sym; i++) sb_printf(&b, "%s%s", i ? ", " : "", j->sym[i] ? "true" : "false");
+        sb_printf(&b, "]\n");
+    }
+    sb_printf(&b, "p: [");
     for (int i = 0; i < j->n_p; i++) {
         if (j->p[i].fixed) sb_printf(&b, "%s%.17g", i ? ", " : "", j->p[i].value);
         else sb_printf(&b, "%sfree", i ? ", " : "");
@@ -543,6 +588,7 @@ char *ghf_job_config_text(const ghf_job *j)
     sb_printf(&b, "warm_start: %s\nmax_iter: %d\nstarts: %d\nbackend: %s\nquiet: %s\nlog_iterations: %s\n",
               j->warm_start ? "true" : "false", j->max_iter, j->starts, j->backend ? j->backend : "auto",
               j->quiet ? "true" : "false", j->log_iterations ? "true" : "false");
+    if (j->log_time) sb_printf(&b, "log_time: true\n");
     sb_printf(&b, "rows_per_rank: %lld\n", (long long)j->rows_per_rank);
     if (j->checkpoint) {
         sb_printf(&b, "checkpoint: ");
@@ -573,7 +619,13 @@ uint64_t ghf_job_hash(const ghf_job *j)
     snprintf(buf, sizeof buf, "run|%s|%lld|%lld|%d|", j->dataset ? j->dataset : "/X", (long long)j->rows_start,
              (long long)j->rows_len, j->drop_nonfinite);
     h = ghf_hash_bytes(h, buf, strlen(buf));
-    for (int i = 0; i < j->n_family; i++) h = ghf_hash_bytes(h, ghf_family_name(j->family[i]), 3);
+    for (int i = 0; i < j->n_family; i++) { /* at least 3 bytes, zero-padded (gh, nig: as before) */
+        char fb[16] = {0};
+        snprintf(fb, sizeof fb, "%s", ghf_family_name(j->family[i]));
+        h = ghf_hash_bytes(h, fb, strlen(fb) < 3 ? 3 : strlen(fb));
+    }
+    if (j->n_sym != 1 || j->sym[0])
+        for (int i = 0; i < j->n_sym; i++) h = ghf_hash_bytes(h, j->sym[i] ? "sym1|" : "sym0|", 5);
     for (int i = 0; i < j->n_p; i++) {
         snprintf(buf, sizeof buf, "p%d:%.17g|", j->p[i].fixed, j->p[i].fixed ? j->p[i].value : 0.0);
         h = ghf_hash_bytes(h, buf, strlen(buf));
@@ -620,13 +672,38 @@ void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN])
     }
 }
 
-/* the name of a fit from its axis labels; its length (may exceed len - 1) */
+/* the name of a fit from its axis labels; its length (may exceed len - 1):
+ * FAMILY[_sym][_pLABEL]_tolLABEL_sSEED[_wWINDOW], the p label for the
+ * families whose p is free */
 static int spec_name(const ghf_fit_spec *s, const char *plab, const char *tlab, char *buf, size_t len)
 {
     char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "";
-    if (s->family == GHF_FAMILY_GH) snprintf(p, sizeof p, "_p%.*s", GHF_JOB_LABEL_LEN - 1, s->fix_p ? plab : "free");
+    if (family_p_free(s->family)) snprintf(p, sizeof p, "_p%.*s", GHF_JOB_LABEL_LEN - 1, s->fix_p ? plab : "free");
     if (s->window >= 0) snprintf(w, sizeof w, "_w%06d", s->window);
-    return snprintf(buf, len, "%s%s_tol%s_s%lld%s", ghf_family_name(s->family), p, tlab, (long long)s->seed, w);
+    return snprintf(buf, len, "%s%s%s_tol%.*s_s%lld%s", ghf_family_name(s->family), s->symmetric ? "_sym" : "", p,
+                    GHF_JOB_LABEL_LEN, tlab, (long long)s->seed, w);
+}
+
+void ghf_job_assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of)
+{
+    int min_chain = n;
+    for (int i = 0; i < n;) {
+        int k = i;
+        while (k < n && s[k].chain == s[i].chain) k++;
+        if (k - i < min_chain) min_chain = k - i;
+        i = k;
+    }
+    if (min_chain >= G) {
+        for (int i = 0; i < n;) {
+            int k = i;
+            while (k < n && s[k].chain == s[i].chain) k++;
+            const int m = k - i;
+            for (int q = 0; q < m; q++) group_of[i + q] = (int)((int64_t)q * G / m);
+            i = k;
+        }
+    } else {
+        for (int i = 0; i < n; i++) group_of[i] = i % G;
+    }
 }
 
 int ghf_parse_slice(const char *s, int *k, int *n)
@@ -665,12 +742,13 @@ static int names_check(const ghf_job *j, int64_t nwin, char (*plab)[GHF_JOB_LABE
                 return 2;
             }
     for (int f = 0; f < j->n_family; f++)
-        for (int pi = 0; pi < (j->family[f] == GHF_FAMILY_GH ? j->n_p : 1); pi++)
+        for (int pi = 0; pi < (family_p_free(j->family[f]) ? j->n_p : 1); pi++)
             for (int ti = 0; ti < j->n_tol; ti++)
                 for (int si = 0; si < j->n_seed; si++) {
                     ghf_fit_spec s = {0};
                     s.family = j->family[f];
-                    s.fix_p = s.family == GHF_FAMILY_GH && j->p[pi].fixed;
+                    s.symmetric = j->sym[0] || j->sym[j->n_sym - 1]; /* the longer name, if any */
+                    s.fix_p = family_p_free(s.family) && j->p[pi].fixed;
                     s.seed = j->seed[si];
                     s.window = j->has_windows ? (int)(nwin - 1) : -1;
                     char buf[256];
@@ -726,9 +804,10 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
             return 2;
         }
     }
-    /* chains: family x p (gh only) x tol x seed */
+    /* chains: family x symmetric x p (families with a free p) x tol x seed */
     int64_t nchain = 0;
-    for (int f = 0; f < j->n_family; f++) nchain += (j->family[f] == GHF_FAMILY_GH ? j->n_p : 1) * j->n_tol * j->n_seed;
+    for (int f = 0; f < j->n_family; f++)
+        nchain += (int64_t)j->n_sym * (family_p_free(j->family[f]) ? j->n_p : 1) * j->n_tol * j->n_seed;
     const int64_t total = nchain * nwin;
     if (total > 10000000) {
         snprintf(err, errlen, "%s: the sweep has %lld fits (at most 10,000,000)", src, (long long)total);
@@ -741,39 +820,54 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
     ghf_axis_labels(pv, j->n_p, plab);
     ghf_axis_labels(j->tol, j->n_tol, tlab);
     if (names_check(j, nwin, plab, tlab, err, errlen)) return 2;
-    ghf_fit_spec *out = calloc((size_t)(total / j->slice_n + 1), sizeof *out);
-    if (!out) {
+    ghf_fit_spec *all = calloc((size_t)total + 1, sizeof *all);
+    int *group_of = j->slice_n > 1 ? malloc(((size_t)total + 1) * sizeof(int)) : NULL;
+    if (!all || (j->slice_n > 1 && !group_of)) {
+        free(all);
+        free(group_of);
         snprintf(err, errlen, "out of memory");
         return 1;
     }
-    int idx = 0, ns = 0, chain = 0;
+    int idx = 0, chain = 0;
     for (int f = 0; f < j->n_family; f++) {
-        const int np = j->family[f] == GHF_FAMILY_GH ? j->n_p : 1;
-        for (int pi = 0; pi < np; pi++)
-            for (int ti = 0; ti < j->n_tol; ti++)
-                for (int si = 0; si < j->n_seed; si++, chain++)
-                    for (int64_t w = 0; w < nwin; w++, idx++) {
-                        if (idx % j->slice_n != j->slice_k) continue;
-                        ghf_fit_spec *s = &out[ns++];
-                        s->index = idx;
-                        s->family = j->family[f];
-                        s->fix_p = s->family == GHF_FAMILY_GH && j->p[pi].fixed;
-                        s->p = s->fix_p ? j->p[pi].value : (s->family == GHF_FAMILY_NIG ? -0.5 : 0.0);
-                        s->tol = j->tol[ti];
-                        s->seed = j->seed[si];
-                        s->chain = chain;
-                        if (j->has_windows) {
-                            s->window = (int)w;
-                            s->row_start = d0 + j->win_start + w * j->win_step;
-                            s->row_len = j->win_len;
-                        } else {
-                            s->window = -1;
-                            s->row_start = d0;
-                            s->row_len = dlen;
+        const int np = family_p_free(j->family[f]) ? j->n_p : 1;
+        for (int yi = 0; yi < j->n_sym; yi++)
+            for (int pi = 0; pi < np; pi++)
+                for (int ti = 0; ti < j->n_tol; ti++)
+                    for (int si = 0; si < j->n_seed; si++, chain++)
+                        for (int64_t w = 0; w < nwin; w++, idx++) {
+                            ghf_fit_spec *s = &all[idx];
+                            s->index = idx;
+                            s->family = j->family[f];
+                            s->symmetric = j->sym[yi];
+                            s->fix_p = family_p_free(s->family) && j->p[pi].fixed;
+                            s->p = s->fix_p ? j->p[pi].value : 0.0;
+                            s->tol = j->tol[ti];
+                            s->seed = j->seed[si];
+                            s->chain = chain;
+                            if (j->has_windows) {
+                                s->window = (int)w;
+                                s->row_start = d0 + j->win_start + w * j->win_step;
+                                s->row_len = j->win_len;
+                            } else {
+                                s->window = -1;
+                                s->row_start = d0;
+                                s->row_len = dlen;
+                            }
+                            if (j->fit_name && total == 1) snprintf(s->name, sizeof s->name, "%s", j->fit_name);
+                            else spec_name(s, plab[pi], tlab[ti], s->name, sizeof s->name);
                         }
-                        spec_name(s, plab[pi], tlab[ti], s->name, sizeof s->name);
-                    }
     }
+    /* the slice: the fits of group K of N (contiguous blocks of each chain) */
+    int ns = (int)total;
+    ghf_fit_spec *out = all;
+    if (j->slice_n > 1) {
+        ghf_job_assign_groups(all, (int)total, j->slice_n, group_of);
+        ns = 0;
+        for (int i = 0; i < (int)total; i++)
+            if (group_of[i] == j->slice_k) all[ns++] = all[i];
+    }
+    free(group_of);
     if (ns == 0) {
         free(out);
         snprintf(err, errlen, "%s: slice %d/%d selects none of the %lld fits", src, j->slice_k, j->slice_n,

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mpi.h>
+
 #include "model.h"
 
 #define GHF_JOB_MAX_AXIS 64          /* values per sweep axis */
@@ -34,6 +36,7 @@ typedef struct ghf_job {
     char *out;
     /* sweep axes */
     int n_family; ghf_family family[GHF_N_FAMILIES];
+    int n_sym;    int sym[2];          /* symmetric: false (0) and/or true (1) */
     int n_p;      ghf_job_p p[GHF_JOB_MAX_AXIS];
     int n_tol;    double tol[GHF_JOB_MAX_AXIS];
     int n_seed;   int64_t seed[GHF_JOB_MAX_AXIS];
@@ -46,13 +49,17 @@ typedef struct ghf_job {
     int accel;        /* 1 squarem (default), 0 none */
     char *backend;
     int quiet, log_iterations;
+    int log_time;     /* iteration lines with a UTC time stamp */
     int64_t rows_per_rank;
     /* checkpointing */
     char *checkpoint;
     int checkpoint_every;
     int resume;
-    /* array slice: fit only fits i with i % slice_n == slice_k */
+    /* array slice K/N: the K-th of N blocks of the fits, dealt like the
+     * groups of one run with N groups (ghf_job_assign_groups) */
     int slice_k, slice_n;
+    /* `ghfit fit`: a job of one fit, named fit_name (NULL for job files) */
+    char *fit_name;
 } ghf_job;
 
 void ghf_job_defaults(ghf_job *j);
@@ -63,6 +70,11 @@ void ghf_job_free(ghf_job *j);
  * values, YAML syntax errors, more than GHF_JOB_MAX_BYTES bytes, nesting
  * deeper than GHF_JOB_MAX_DEPTH). */
 int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, char *err, size_t errlen);
+
+/* Collective over comm: rank 0 reads the job file at path (a regular file
+ * of at most GHF_JOB_MAX_BYTES bytes) and every rank parses it.  0, or an
+ * exit status with one message naming the file. */
+int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, size_t errlen);
 
 /* Checks that need every key and override applied (required keys, ranges).
  * Returns 0 or 2 with a message. */
@@ -83,6 +95,7 @@ typedef struct ghf_fit_spec {
     int index;        /* position in the full (unsliced) list */
     char name[64];
     ghf_family family;
+    int symmetric;
     int fix_p;
     double p;
     double tol;
@@ -92,10 +105,12 @@ typedef struct ghf_fit_spec {
     int64_t row_start, row_len; /* rows of the data set (absolute), row_len < 0: to the end */
 } ghf_fit_spec;
 
-/* Expand the axes (order: family, p, tol, seed, window: windows innermost)
- * for a data set of n_rows rows, keeping only this job's slice.  *specs is
- * malloc'd.  Returns 0 or 2 with a message (window outside the data, no fit,
- * fit names that collide or are too long). */
+/* Expand the axes (order: family, symmetric, p, tol, seed, window: windows
+ * innermost) for a data set of n_rows rows, keeping only this job's slice.
+ * p applies to the families whose p is free (gh, vg, t), each fixed value
+ * where the family allows it.  *specs is malloc'd.  Returns 0 or 2 with a
+ * message (window outside the data, a fixed p a family refuses, no fit, fit
+ * names that collide or are too long). */
 int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *n_specs,
                    int *n_total, char *err, size_t errlen);
 
@@ -107,6 +122,13 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
  * than 63 characters (exit 2). */
 #define GHF_JOB_LABEL_LEN 32
 void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN]);
+
+/* The group (0..G-1) of each of n fits in expansion order: per chain a
+ * contiguous block of its windows when every chain has at least G fits,
+ * else round robin over the list.  A run's ranks form G groups dealt this
+ * way; an array slice K/N keeps the fits of group K of N, so that an array
+ * of N tasks fits exactly what one run with N groups fits. */
+void ghf_job_assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of);
 
 /* Parse "K/N" (0 <= K < N). 0 on success. */
 int ghf_parse_slice(const char *s, int *k, int *n);

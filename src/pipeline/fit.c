@@ -1,6 +1,8 @@
 /* fit.c - see fit.h */
 #include "fit.h"
 
+#include "agree.h"
+
 #include "xreduce.h"
 
 #include <math.h>
@@ -191,12 +193,12 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
     double *buf = calloc((size_t)d * (size_t)d + d + 1, sizeof(double));
     double *mad = calloc((size_t)d, sizeof(double)), *zlim = calloc((size_t)d, sizeof(double));
-    int fail = !out->shift || !out->mean || !out->cov || !buf || !mad || !zlim, any = 0;
-    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, comm);
-    if (any) {
+    int fail = !out->shift || !out->mean || !out->cov || !buf || !mad || !zlim;
+    if (fail) snprintf(err, errlen, "out of memory (preparing %s)", what);
+    if (ghf_test_fail("prepare", err, errlen)) fail = 1;
+    if (ghf_agree(comm, fail, err, errlen)) { /* every rank leaves here, with the failing rank's message */
         free(buf), free(mad), free(zlim);
         ghf_data_free(out);
-        snprintf(err, errlen, "out of memory");
         return 1;
     }
     if (s->n_global < (int64_t)d + 1) {
@@ -299,9 +301,7 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     if (nout > 0 && s->n_global - nout >= (int64_t)d + 1) {
         out->rmean = calloc((size_t)d, sizeof(double));
         out->rcov = calloc((size_t)d * (size_t)d, sizeof(double));
-        fail = !out->rmean || !out->rcov;
-        MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, comm);
-        if (!any) {
+        if (!ghf_any(comm, !out->rmean || !out->rcov)) { /* else: no second start */
             moments(comm, s, zlim, out->rmean, out->rcov, buf);
             int ok = 1;
             for (int j = 0; j < d; j++) ok &= out->rcov[j * d + j] > 0.0;
@@ -439,40 +439,44 @@ static void print_vec(const char *name, const double *v, int d)
     printf("]\n");
 }
 
-void ghf_fit_out_print(const ghf_fit_out *out, int verbose_params)
+void ghf_fit_record_print(const ghf_fit_record *r, int verbose_params)
 {
-    const ghf_params *t = &out->outp;
-    const int d = out->d;
-    const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
+    const int d = r->d;
+    ghf_model m = {GHF_FAMILY_GH, r->symmetric, 0, 0.0};
+    const int known = ghf_family_parse(r->family, &m.family) == 0;
+    if (known && !isnan(r->p_fixed) && isnan(ghf_model_fixed_p(&m, d))) {
+        m.fix_p = 1;
+        m.p = r->p_fixed;
+    }
     char label[128];
-    printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", out->name, ghf_model_label(&m, d, label, sizeof label),
-           (long long)out->n_obs, d, out->em.n_iter, out->em.status);
-    printf("  loglik % .12e   aic %.6e   bic %.6e\n", out->em.loglik, out->aic, out->bic);
+    printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", r->name,
+           known ? ghf_model_label(&m, d, label, sizeof label) : r->family, (long long)r->n_obs, d, r->n_iter, r->status);
+    printf("  loglik % .12e   aic %.6e   bic %.6e\n", r->loglik, r->aic, r->bic);
     if (verbose_params) {
-        printf("  p % .10g   a %.10g   b %.10g   (GIG subordinator, |Sigma| = 1 gauge)\n", t->p, t->a, t->b);
+        printf("  p % .10g   a %.10g   b %.10g   (GIG subordinator, |Sigma| = 1 gauge)\n", r->p, r->a, r->b);
         const int show = d <= 8 ? d : 8;
-        print_vec("mu", out->mu, show);
-        print_vec("gamma", t->gamma, show);
+        print_vec("mu", r->mu, show);
+        print_vec("gamma", r->gamma, show);
         for (int i = 0; i < show; i++) {
             char nm[16];
             snprintf(nm, sizeof nm, i ? "" : "sigma");
-            print_vec(nm, t->sigma + (size_t)i * d, show);
+            print_vec(nm, r->sigma + (size_t)i * d, show);
         }
-        if (out->moments_ok) print_vec("E[X]", out->mean, show);
+        if (r->mean && isfinite(r->mean[0])) print_vec("E[X]", r->mean, show);
         if (d > show) printf("  (first %d of %d coordinates shown)\n", show, d);
     }
-    if (out->all_phases) {
-        printf("profile (wall seconds over %d rank%s):\n  %-10s %12s %12s %12s\n", out->n_ranks,
-               out->n_ranks == 1 ? "" : "s", "phase", "min", "mean", "max");
-        for (int p = 0; p < GHF_NPHASES; p++) {
+    if (r->phase_s && r->n_ranks > 0) {
+        printf("profile (wall seconds over %d rank%s):\n  %-10s %12s %12s %12s\n", r->n_ranks,
+               r->n_ranks == 1 ? "" : "s", "phase", "min", "mean", "max");
+        for (int p = 0; p < r->n_phases; p++) {
             double mn = INFINITY, mx = -INFINITY, sm = 0.0;
-            for (int r = 0; r < out->n_ranks; r++) {
-                const double v = out->all_phases[r * GHF_NPHASES + p];
+            for (int k = 0; k < r->n_ranks; k++) {
+                const double v = r->phase_s[k * r->n_phases + p];
                 mn = fmin(mn, v);
                 mx = fmax(mx, v);
                 sm += v;
             }
-            printf("  %-10s %12.6f %12.6f %12.6f\n", ghf_phase_names[p], mn, sm / out->n_ranks, mx);
+            printf("  %-10s %12.6f %12.6f %12.6f\n", r->phase_names ? r->phase_names[p] : "?", mn, sm / r->n_ranks, mx);
         }
     }
     fflush(stdout);

@@ -87,7 +87,7 @@ int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
 void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec);
 void ghf_fit_out_free(ghf_fit_out *out);
 
-/* rank 0: print the fitted parameters and the profile table */
-void ghf_fit_out_print(const ghf_fit_out *out, int verbose_params);
+/* rank 0: print a finished fit: its law and the profile table */
+void ghf_fit_record_print(const ghf_fit_record *r, int verbose_params);
 
 #endif

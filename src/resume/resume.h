@@ -1,4 +1,4 @@
-/* resume.h - checkpoint and restart logic for `ghfit fit` and `ghfit run`
+/* resume.h - checkpoint and restart logic of the fit pipeline (`ghfit fit` and `ghfit run`)
  * (the file format is io/h5ckpt.h).
  *
  * Rank 0 writes (the EM state is identical on every rank of a fit); a
@@ -61,35 +61,5 @@ void ghf_ckpt_remove(const char *path);
  * (so that a test can signal a run mid-fit).  0 when unset. */
 int  ghf_ckpt_test_iter_sleep_ms(void);
 void ghf_sleep_ms(int ms);
-
-/* `ghfit fit`: the on_state hook.  Rank 0 writes the checkpoint every
- * `every` iterations and when stopping; a failed periodic write is a warning
- * (the fit goes on), a failed final write is reported in write_failed. */
-typedef struct ghf_fit_ckpt {
-    const char *path;
-    int every;
-    int rank;
-    ghf_ckpt file;        /* identity fields set; one running fit */
-    int iter_sleep_ms;
-    int n_written;
-    int wrote_final;      /* the stopping state was written */
-    int write_failed;     /* the stopping state could not be written (why: in final_err) */
-    int warned;           /* a periodic write failed since the last good one (warned once) */
-    char final_err[1024];
-    int last_iter;        /* iteration of the last state seen */
-    int base_iter;        /* iteration of the last write (or of the start) */
-    ghf_em_state resume;  /* the state to continue from (have_resume) */
-    int have_resume;
-} ghf_fit_ckpt;
-
-/* Collective.  Sets up k and eo (on_state; with resume: eo->resume from the
- * validated checkpoint).  path NULL: no checkpoint (the test hook
- * GHFIT_TEST_ITER_SLEEP still applies).  Returns 0, or 2/1 with a message. */
-int  ghf_fit_ckpt_setup(MPI_Comm comm, ghf_fit_ckpt *k, const char *path, int every, int resume,
-                        const ghf_ckpt_id *id, const char *fit_name, int max_iter, ghf_em_opts *eo, char *err,
-                        size_t errlen);
-void ghf_fit_ckpt_free(ghf_fit_ckpt *k);
-
-int  ghf_fit_ckpt_on_state(void *ctx, const ghf_em_state *st, int stopping);
 
 #endif
