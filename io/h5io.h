@@ -35,7 +35,9 @@ typedef struct ghf_shard {
     int     d;
     int64_t row0;      /* global index (in the window) of this rank's first row; -1 if rows were dropped */
     int64_t nrows;     /* rows held by this rank (may be 0 when N < ranks) */
-    double *x;         /* nrows*d, row-major, malloc'd (NULL if nrows==0); free with ghf_shard_free */
+    double *x;         /* nrows*d, row-major, malloc'd (NULL if nrows==0 or x32 is used); free with ghf_shard_free */
+    float  *x32;       /* instead of x, when ghf_h5_read_shard_f32 read a float32 dataset: the
+                          file's values unwidened (nrows*d, row-major); ghf_shard_widen makes x */
     int64_t n_dropped; /* global number of rows dropped as non-finite (drop_nonfinite) */
     int     file_dtype_bits; /* 32 or 64 (bits of the on-disk element type) */
 } ghf_shard;
@@ -69,7 +71,15 @@ void ghf_block_range_granular(int64_t n, int64_t g, int rank, int size, int64_t 
  * selects nothing.  On error *out is zeroed (nothing to free). */
 int  ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                        char *err, size_t errlen);
+/* The same, but a float32 dataset stays float32: its values in out->x32
+ * (half the memory; for float32 storage on a GPU), out->x NULL.  Any other
+ * type is read into out->x as above. */
+int  ghf_h5_read_shard_f32(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
+                           char *err, size_t errlen);
 void ghf_shard_free(ghf_shard *s);
+/* x from x32 (exact: every float is a double), x32 freed; nothing when x32 is
+ * NULL.  Returns 0, or 1 out of memory (the shard unchanged). */
+int  ghf_shard_widen(ghf_shard *s);
 
 /* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset,
  * with every check of the collective read's inspection (io/h5inspect.c). */
@@ -211,6 +221,7 @@ typedef struct ghf_fit_record {
      * row_count; NULL data_file: not written) */
     const char *data_file, *dataset;
     int64_t row_start, row_count;
+    const char *device;                              /* optional: what ran it, "cpu" or "cuda:0,1" */
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;

@@ -58,7 +58,23 @@ void ghf_shard_free(ghf_shard *s)
     if (!s) return;
     free(s->x);
     s->x = NULL;
+    free(s->x32);
+    s->x32 = NULL;
     s->nrows = 0;
+}
+
+int ghf_shard_widen(ghf_shard *s)
+{
+    if (!s->x32) return 0;
+    const int64_t m = s->nrows * s->d;
+    double *x = malloc((size_t)(m > 0 ? m : 1) * sizeof(double));
+    if (!x) return 1;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; i++) x[i] = (double)s->x32[i];
+    free(s->x32);
+    s->x32 = NULL;
+    s->x = x;
+    return 0;
 }
 
 int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
@@ -159,8 +175,22 @@ static void to_double(double *dst, const void *src, int64_t cnt, int cls, int si
 #undef GHF__CONV
 }
 
-int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
-                      char *err, size_t errlen)
+/* 1 if every value of row i (elements of esz bytes: float or double) is finite */
+static int row_finite(const char *x, size_t esz, int64_t i, int d)
+{
+    int ok = 1;
+    if (esz == sizeof(float)) {
+        const float *xi = (const float *)x + i * d;
+        for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
+    } else {
+        const double *xi = (const double *)x + i * d;
+        for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
+    }
+    return ok;
+}
+
+static int read_shard(MPI_Comm comm, const ghf_read_opts *o, int keep_f32, ghf_shard *out, char *err,
+                      size_t errlen)
 {
     char lbuf[1024];
     int rank = 0, size = 1;
@@ -206,7 +236,10 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
     wn = meta[5];
     const int d = (int)info.d;
     const int es = info.size;
-    const int direct = (info.cls == 0 && es == 8);
+    /* float32 kept as it is, or everything widened to double */
+    const int keep = keep_f32 && info.cls == 0 && es == 4;
+    const size_t esz = keep ? sizeof(float) : sizeof(double);
+    const int direct = (info.cls == 0 && es == 8) || keep;
 
     /* --- partition, pieces, buffers ------------------------------------------ */
     int64_t row0 = 0, nrows = 0;
@@ -218,13 +251,13 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
     int64_t my_pieces = (nrows + piece_rows - 1) / piece_rows, n_pieces = 0;
     MPI_Allreduce(&my_pieces, &n_pieces, 1, MPI_INT64_T, MPI_MAX, comm);
 
-    double *x = NULL;
+    char *x = NULL; /* nrows*d elements of esz bytes */
     void *tmp = NULL;
     if (nrows > 0) {
-        if ((uint64_t)nrows > (uint64_t)(SIZE_MAX / sizeof(double) / (size_t)d)) {
+        if ((uint64_t)nrows > (uint64_t)(SIZE_MAX / esz / (size_t)d)) {
             st = 1;
         } else {
-            x = (double *)malloc((size_t)nrows * (size_t)d * sizeof(double));
+            x = (char *)malloc((size_t)nrows * (size_t)d * esz);
             if (!x) st = 1;
             if (!direct && x) {
                 int64_t tr = nrows < piece_rows ? nrows : piece_rows;
@@ -270,7 +303,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
     }
 
     hid_t ftype = H5Dget_type(ds);
-    hid_t mtype = H5Tget_native_type(ftype, H5T_DIR_ASCEND);
+    hid_t mtype = keep ? H5Tcopy(H5T_NATIVE_FLOAT) : H5Tget_native_type(ftype, H5T_DIR_ASCEND);
     hid_t fspace = H5Dget_space(ds);
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
@@ -286,7 +319,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
             hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
             H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
             mspace = H5Screate_simple(2, count, NULL);
-            buf = direct ? (void *)(x + lr0 * d) : tmp;
+            buf = direct ? (void *)(x + (size_t)(lr0 * d) * esz) : tmp;
         } else {
             hsize_t one = 1;
             H5Sselect_none(fspace);
@@ -301,7 +334,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
             if (bad_lo < 0) bad_lo = w0 + row0 + lr0;
             bad_hi = w0 + row0 + lr0 + cnt;
         } else if (cnt > 0 && !direct) {
-            to_double(x + lr0 * d, tmp, cnt * d, info.cls, es);
+            to_double((double *)x + lr0 * d, tmp, cnt * d, info.cls, es);
         }
     }
     ghf__h5_set_last_n_pieces((int)n_pieces);
@@ -326,9 +359,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
     int64_t nbad = 0, first = INT64_MAX;
 #pragma omp parallel for schedule(static) reduction(+ : nbad) reduction(min : first)
     for (int64_t i = 0; i < nrows; i++) {
-        const double *xi = x + i * d;
-        int ok = 1;
-        for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
+        const int ok = row_finite(x, esz, i, d);
         if (!ok) {
             nbad++;
             if (w0 + row0 + i < first) first = w0 + row0 + i;
@@ -349,12 +380,10 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
     }
     if (glob_bad > 0 && o->drop_nonfinite == 1) {
         int64_t k = 0;
+        const size_t rb = (size_t)d * esz;
         for (int64_t i = 0; i < nrows; i++) {
-            const double *xi = x + i * d;
-            int ok = 1;
-            for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
-            if (ok) {
-                if (k != i) memmove(x + k * d, xi, (size_t)d * sizeof(double));
+            if (row_finite(x, esz, i, d)) {
+                if (k != i) memmove(x + (size_t)k * rb, x + (size_t)i * rb, rb);
                 k++;
             }
         }
@@ -363,7 +392,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
             free(x);
             x = NULL;
         } else {
-            double *nx = (double *)realloc(x, (size_t)nrows * (size_t)d * sizeof(double));
+            char *nx = (char *)realloc(x, (size_t)nrows * (size_t)d * esz);
             if (nx) x = nx;
         }
         int64_t kept = 0;
@@ -382,8 +411,21 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
         sh.n_dropped = 0;
     }
     sh.nrows = nrows;
-    sh.x = nrows > 0 ? x : NULL;
+    if (keep)
+        sh.x32 = nrows > 0 ? (float *)x : NULL;
+    else
+        sh.x = nrows > 0 ? (double *)x : NULL;
     if (nrows == 0) free(x);
     *out = sh;
     return 0;
+}
+
+int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out, char *err, size_t errlen)
+{
+    return read_shard(comm, o, 0, out, err, errlen);
+}
+
+int ghf_h5_read_shard_f32(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out, char *err, size_t errlen)
+{
+    return read_shard(comm, o, 1, out, err, errlen);
 }

@@ -50,6 +50,7 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     ghf_pack_str(b, r->dataset);
     ghf_pack_i64(b, r->row_start);
     ghf_pack_i64(b, r->row_count);
+    ghf_pack_str(b, r->device); /* last: records written before it was added still unpack */
 }
 
 void ghf_rec_free(ghf_rec *rec)
@@ -61,6 +62,7 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->moments_note);
     free(rec->data_file);
     free(rec->dataset);
+    free(rec->device);
     free(rec->trace);
     free(rec->mu);
     free(rec->gamma);
@@ -118,6 +120,7 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
     r->dataset = rec->dataset = ghf_unpack_str(u);
     r->row_start = ghf_unpack_i64(u);
     r->row_count = ghf_unpack_i64(u);
+    r->device = rec->device = u->off < u->n ? ghf_unpack_str(u) : NULL;
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||
         !r->family || !r->status) {

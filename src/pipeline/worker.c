@@ -497,6 +497,7 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         rec.dataset = j->dataset;
         rec.row_start = s->row_start;
         rec.row_count = s->row_len;
+        rec.device = dc->be->device;
         deliver_record(g, s->index, &rec);
     }
     ghf_fit_out_free(&out);
