@@ -618,9 +618,9 @@ static int run_subset(MPI_Comm comm, ghf__se_ctx *c, const ghf_se_input *in, ghf
     }
     const size_t n = strlen(o->reason);
     snprintf(o->reason + n, sizeof o->reason - n,
-             "%ssubset method (%d free parameters): SEs of mu, gamma, p, a, b, the diagonal of Sigma, E X and the "
-             "diagonal of Cov X only; the off-diagonal entries are NaN",
-             n ? "; " : "", c->nfree);
+             "%ssubset method (%d free parameters; %d conjugate-gradient iterations): SEs of mu, gamma, p, a, b, the "
+             "diagonal of Sigma, E X and the diagonal of Cov X only; the off-diagonal entries are NaN",
+             n ? "; " : "", c->nfree, c->cg_iter);
     free(pos), free(list);
     return 1;
 }

@@ -35,6 +35,19 @@ static inline void ghf__se_tri_inv(int t, int *j, int *k)
     *k = t - r * (r + 1) / 2;
 }
 
+/* The posterior of a row's mixing variable as the information uses it:
+ * E[1/Y|x], E[Y|x], E[log Y|x] and the second derivatives of its
+ * log-normaliser G(P, A, B), zero where the direction is fixed (so that a
+ * moment the model does not need - E[Y|x] of a symmetric t, infinite -
+ * cannot spoil the sums). */
+typedef struct ghf__se_post {
+    double u, v, l;
+    double wbb, wpb, wab;  /* d2G/dB2, d2G/dPdB, d2G/dAdB */
+    double hpp, hpa, haa;  /* d2G/dP2, d2G/dPdA, d2G/dA2 */
+} ghf__se_post;
+
+typedef struct ghf__se_plan ghf__se_plan;
+
 typedef struct ghf__se_ctx {
     int d, kS, kB, kfull;     /* d(d+1)/2, d + kS + 1, 2d + kS + 3 */
     int ip, ia, ib;           /* indices of p, a, b in the full vector */
@@ -63,6 +76,8 @@ typedef struct ghf__se_ctx {
     const double *x;          /* this rank's rows */
     int64_t nrows;
     int nthreads;
+    ghf__se_plan *plan;       /* interpolation of the posterior in log B (se_plan.c), or NULL */
+    int cg_iter;              /* iterations of the subset solver */
     /* progress lines (rank 0 of the group) */
     int is_root, verbose;
     const char *label;
@@ -79,6 +94,14 @@ void ghf__se_ctx_finish(ghf__se_ctx *c);
 
 /* The B-vector of a row into g[kB]. */
 void ghf__se_bvec(const ghf__se_ctx *c, const double *z, double *g);
+
+/* Collective: the interpolation plan of the rows' posterior (c->plan, or
+ * NULL where exact evaluation is as cheap).  0. */
+int  ghf__se_plan_build(MPI_Comm comm, ghf__se_ctx *c);
+void ghf__se_plan_free(ghf__se_plan *p);
+/* The posterior of a row with squared Mahalanobis distance q: 0, or 1 when
+ * a needed quantity is not finite. */
+int  ghf__se_post_eval(const ghf__se_ctx *c, double q, ghf__se_post *r);
 
 /* Collective over comm: one pass over the rows.  Fills the sums of c (on
  * every rank) and, when heavy != NULL, adds sum_i d2G/dB2_i g_i g_i^T to
@@ -114,6 +137,11 @@ void ghf__se_to_raw(const ghf__se_ctx *c, double *v, double *scratch);
  * definite, out of memory). */
 int ghf__se_subset_solve(MPI_Comm comm, ghf__se_ctx *c, const double *F, int s, double *cov, char *why,
                          size_t whylen);
+
+/* Test hook: 1 if GHFIT_TEST_SE (comma-separated) names `flag`: "exact"
+ * (no interpolation plan), "shared" (the threads share one matrix whatever
+ * its size).  The results are the same to rounding; tests/se.sh checks it. */
+int ghf__se_test_flag(const char *flag);
 
 /* OpenBLAS threads for a stretch of serial BLAS/LAPACK work: sets n, returns the previous value. */
 int ghf__se_blas_threads(int n);

@@ -23,40 +23,6 @@
 #define SE_NSC 7               /* s1 s2 s3 spp spa saa nbad */
 #define SE_MPI_CHUNK ((int64_t)1 << 26)
 
-/* The posterior of a row: E[1/Y|x], E[Y|x], E[log Y|x] and the second
- * derivatives of its log-normaliser G(P, A, B) that the information uses
- * (zero where the direction is fixed, so that an infinite moment the model
- * does not need - E[Y|x] of a symmetric t - does not spoil the sums). */
-typedef struct row_post {
-    double u, v, l, wbb, wpb, wab, hpp, hpa, haa;
-} row_post;
-
-/* 0, or 1 when a needed quantity is not finite */
-static int row_posterior(const ghf__se_ctx *c, double q, row_post *r)
-{
-    memset(r, 0, sizeof *r);
-    if (!c->has_sub) { /* the Gaussian: log f = -q/2 + const */
-        r->u = 1.0;
-        return 0;
-    }
-    const ghf_gig_stats g = ghf_gig_stats_eval(c->P, c->A, c->b + q);
-    r->u = g.e_inv;
-    r->wbb = 0.25 * g.h22;
-    if (c->a_moves) {
-        r->v = g.e_y;
-        r->wab = 0.25 * g.h23;
-        r->haa = 0.25 * g.h33;
-    }
-    if (c->free_p) {
-        r->l = g.e_log;
-        r->wpb = -0.5 * g.h12;
-        r->hpp = g.h11;
-        if (c->a_moves) r->hpa = -0.5 * g.h13;
-    }
-    const double chk = r->u + r->v + r->l + r->wbb + r->wpb + r->wab + r->hpp + r->hpa + r->haa;
-    return !isfinite(chk) || !(r->wbb >= 0.0);
-}
-
 /* z = L^-1 (x - mu) for nb rows */
 static void block_z(const ghf__se_ctx *c, const double *xb, int nb, double *zb)
 {
@@ -78,8 +44,8 @@ static void block_rows(const ghf__se_ctx *c, const double *xb, int nb, double *z
         double *g = G + (size_t)i * kB;
         double q = 0.0;
         for (int j = 0; j < d; j++) q += z[j] * z[j];
-        row_post r;
-        if (row_posterior(c, q, &r)) {
+        ghf__se_post r;
+        if (ghf__se_post_eval(c, q, &r)) {
             sc[6] += 1.0;
             memset(g, 0, (size_t)kB * sizeof(double));
             rw[i] = 0.0;
@@ -203,7 +169,7 @@ static void pass_shared(ghf__se_ctx *c, double *heavy, double *acc, double *zb, 
 int ghf__se_pass(MPI_Comm comm, ghf__se_ctx *c, double *heavy)
 {
     const int kB = c->kB, d = c->d, nt = c->nthreads, len = SE_NSC + 5 * kB;
-    const int threads_own = !heavy || (size_t)nt * kB * kB <= SE_THREAD_DOUBLES;
+    const int threads_own = !heavy || ((size_t)nt * kB * kB <= SE_THREAD_DOUBLES && !ghf__se_test_flag("shared"));
     double *acc = calloc((size_t)nt * len, sizeof(double)), *sum = calloc((size_t)len, sizeof(double));
     double *zb = malloc((size_t)nt * SE_BLOCK * d * sizeof(double));
     double *G = malloc((size_t)(threads_own ? nt * SE_BLOCK : SE_BIG_BLOCK) * kB * sizeof(double));
@@ -214,6 +180,7 @@ int ghf__se_pass(MPI_Comm comm, ghf__se_ctx *c, double *heavy)
         free(acc), free(sum), free(zb), free(G), free(heavy_t);
         return -1;
     }
+    ghf__se_plan_build(comm, c);
     const int old = ghf__se_blas_threads(1);
     if (threads_own) pass_threads(c, heavy, heavy_t, acc, zb, G);
     else pass_shared(c, heavy, acc, zb, G);

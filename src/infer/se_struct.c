@@ -16,8 +16,23 @@ int ghf__se_blas_threads(int n)
     return old;
 }
 
+int ghf__se_test_flag(const char *flag)
+{
+    const char *e = getenv("GHFIT_TEST_SE");
+    const size_t n = strlen(flag);
+    for (const char *p = e; p && *p;) {
+        const char *q = strchr(p, ',');
+        const size_t m = q ? (size_t)(q - p) : strlen(p);
+        if (m == n && !strncmp(p, flag, n)) return 1;
+        p = q ? q + 1 : NULL;
+    }
+    return 0;
+}
+
 void ghf__se_ctx_free(ghf__se_ctx *c)
 {
+    ghf__se_plan_free(c->plan);
+    c->plan = NULL;
     ghf_derived_free(&c->der);
     free(c->fidx);
     free(c->full_of);
