@@ -27,3 +27,9 @@ add_test(NAME fit_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_families.s
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_families)
 set_tests_properties(fit_families PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+# Standard errors (--se): ranks, the interpolated posterior, subset vs full,
+# boundary fits, job files, bad values (tests/se.sh; the information itself
+# is checked against a finite-difference Hessian in python/tests/test_se.py).
+add_test(NAME fit_se COMMAND bash ${CMAKE_SOURCE_DIR}/tests/se.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_se)
+set_tests_properties(fit_se PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")

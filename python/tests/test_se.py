@@ -292,3 +292,35 @@ def test_gauss_closed_form(wdir, d):
     assert np.allclose(se["mean"], se["mu"]) and np.allclose(se["cov"], se["sigma"])
     assert np.all(se["gamma"] == 0) and all(math.isnan(se[k]) for k in ("p", "a", "b", "sqrt_ab"))
     assert names == name_list(d, "gauss", False, False) and sattrs["reason"] == ""
+
+
+def test_data_near_the_limits_of_double(wdir):
+    """Rows multiplied by c = 2^505 (ghfit fits them scaled back by a power of
+    two): the SEs follow the law's parameters in the |Sigma| = 1 gauge, mu
+    and E X times c, gamma / c, Sigma unchanged, a / c^2, b c^2, Cov X c^2."""
+    data, x = gen(wdir, "gh3", 3, 1500, 14)
+    c = 2.0 ** 505
+    big = wdir / "gh3_big.h5"
+    with h5py.File(big, "w") as f:
+        f["X"] = x * c
+    out0, out1 = wdir / "small.h5", wdir / "big.h5"
+    run("fit", "--data", data, "--model", "gh", "--out", out0, "--quiet", "--se")
+    run("fit", "--data", big, "--model", "gh", "--out", out1, "--quiet", "--se")
+    _, s0, _, cov0, names, _ = read_fit(out0, "gh")
+    _, s1, _, cov1, _, _ = read_fit(out1, "gh")
+    fac = {"mu": c, "gamma": 1 / c, "sigma": 1.0, "p": 1.0, "a": c ** -2, "b": c ** 2, "mean": c, "cov": c * c,
+           "sqrt_ab": 1.0}
+    for k, f in fac.items():
+        assert np.allclose(s1[k], np.asarray(s0[k]) * f, rtol=1e-7, atol=0), k
+    # param_cov in the data's coordinates: an entry scaled by 2^e follows the
+    # parameters where 2^e times its small-data value is a normal double
+    # (entries that pair mu or b with mu, b, Sigma, p, or a with a, overflow
+    # or underflow: |e| = 1010 or 1515 and more)
+    fv = np.array([math.log2(fac[nm.split("[")[0]]) for nm in names])
+    e = np.add.outer(fv, fv)
+    with np.errstate(divide="ignore"):
+        mag = e + np.log2(np.abs(cov0))
+    ok = (np.abs(e) < 1020) & (np.abs(mag) < 1000)
+    assert np.count_nonzero(ok) > 0.7 * ok.size
+    assert np.allclose((cov1 * np.exp2(-np.where(ok, e, 0)))[ok], cov0[ok], rtol=1e-6,
+                       atol=1e-9 * np.max(np.abs(cov0)))

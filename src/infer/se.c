@@ -96,8 +96,8 @@ static void no_se_reason(const ghf_se_input *in, char *why, size_t len)
     const ghf_family_def *fd = ghf_family_get(in->model.family);
     why[0] = '\0';
     if (in->boundary || !strncmp(in->status ? in->status : "", "boundary", 8))
-        snprintf(why, len, "the fit ended at a boundary of the parameter space (%s), where the likelihood has no "
-                 "regular maximum: no standard errors", in->status ? in->status : "boundary");
+        snprintf(why, len, "the fit ended at a boundary of the parameter space, where the likelihood has no regular "
+                 "maximum: no standard errors (status: %s)", in->status ? in->status : "boundary");
     else if (!ghf_params_finite(t) && !(fd && fd->sub == GHF_SUB_NONE))
         snprintf(why, len, "the fitted parameters are not finite");
     else if (fd && fd->sub == GHF_SUB_GIG && !(sqrt(t->a * t->b) >= GHF_SE_FACE_OMEGA))
@@ -386,10 +386,39 @@ static double lin_se(const double *V, int k, const int *pos, const double *coef,
     return s >= 0.0 ? sqrt(s) : NAN;
 }
 
-/* The SEs of the parameters and of the gauge-free quantities from V (k x k,
- * data coordinates; pos[i] = row of full parameter i, -1 fixed, -2 not
- * computed), at the data-coordinate parameters t. */
-static void fill_ses(const ghf__se_ctx *c, const ghf_params *t, const double *V, int k, const int *pos, ghf_se *o)
+static void fill_ses_int(const ghf__se_ctx *c, const ghf_params *t, const double *V, int k, const int *pos, ghf_se *o);
+
+/* The SEs of the parameters and of the gauge-free quantities from V (k x k;
+ * pos[i] = row of full parameter i, -1 fixed, -2 not computed) at the
+ * parameters t, both in the internal coordinates; then to the data's
+ * coordinates (a linear map of each quantity, data_factor: computed after
+ * the square root, so that data near the limits of double do not underflow
+ * a variance). */
+static void fill_ses(const ghf__se_ctx *c, const ghf_params *t, const double *V, int k, const int *pos, int sc,
+                     ghf_se *o)
+{
+    fill_ses_int(c, t, V, k, pos, o);
+    const int d = c->d;
+    ghf_fit_se *v = &o->v;
+    double *mu = (double *)v->mu, *ga = (double *)v->gamma, *sg = (double *)v->sigma;
+    double *mean = (double *)v->mean, *cov = (double *)v->cov;
+    const double fm = data_factor(c, 0, sc), fs = data_factor(c, 2 * d, sc);
+    for (int j = 0; j < d; j++) {
+        mu[j] *= fm;
+        ga[j] *= data_factor(c, d, sc);
+        mean[j] *= fm;
+    }
+    for (int i = 0; i < d * d; i++) {
+        sg[i] *= fs;
+        cov[i] = ldexp(cov[i], -2 * sc);
+    }
+    if (c->has_sub) {
+        v->a *= data_factor(c, c->ia, sc);
+        v->b *= data_factor(c, c->ib, sc);
+    }
+}
+
+static void fill_ses_int(const ghf__se_ctx *c, const ghf_params *t, const double *V, int k, const int *pos, ghf_se *o)
 {
     const int d = c->d;
     ghf_fit_se *v = &o->v;
@@ -455,23 +484,30 @@ static void fill_ses(const ghf__se_ctx *c, const ghf_params *t, const double *V,
     }
 }
 
-/* The fitted parameters in data coordinates (mu is irrelevant for the SEs). */
-static void data_params(const ghf__se_ctx *c, const ghf_se_input *in, ghf_params *t)
-{
-    const int d = c->d, s = in->scale_log2;
-    for (int j = 0; j < d; j++) {
-        t->mu[j] = in->theta->mu[j];
-        t->gamma[j] = ldexp(in->theta->gamma[j], s);
-    }
-    for (int i = 0; i < d * d; i++) t->sigma[i] = c->has_sub ? in->theta->sigma[i] : ldexp(in->theta->sigma[i], -2 * s);
-    t->p = in->theta->p;
-    t->a = ldexp(in->theta->a, 2 * s);
-    t->b = ldexp(in->theta->b, -2 * s);
-}
-
 /* ---------------------------------------------------------------------------
  * The two methods
  * ------------------------------------------------------------------------- */
+
+/* The SEs from the covariance in o->v.param_cov (internal coordinates; row
+ * r is full parameter list[r], pos the inverse map), then param_cov to the
+ * data's coordinates, and the row names.  1, or 0 (out of memory). */
+static int finish(const ghf__se_ctx *c, const ghf_se_input *in, const int *list, const int *pos, ghf_se *o)
+{
+    const int k = o->v.n_cov, sc = in->scale_log2;
+    double *V = (double *)o->v.param_cov;
+    fill_ses(c, in->theta, V, k, pos, sc, o);
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < k; i++)
+            V[(size_t)j * k + i] *= data_factor(c, list[i], sc) * data_factor(c, list[j], sc);
+    o->names = names_of(c, list, k);
+    o->v.names = o->names;
+    if (!o->names) {
+        o->v.n_cov = 0;
+        set_reason(o, "out of memory");
+        return 0;
+    }
+    return 1;
+}
 
 /* Full: rank 0 forms the information and inverts it. */
 static int run_full(MPI_Comm comm, ghf__se_ctx *c, const ghf_se_input *in, ghf_se *o)
@@ -521,16 +557,9 @@ static int run_full(MPI_Comm comm, ghf__se_ctx *c, const ghf_se_input *in, ghf_s
         set_reason(o, "out of memory");
         return 0;
     }
-    for (int j = 0; j < k; j++)
-        for (int i = 0; i < k; i++)
-            Im[(size_t)j * k + i] *= data_factor(c, c->full_of[i], in->scale_log2) *
-                                    data_factor(c, c->full_of[j], in->scale_log2);
-    memcpy((double *)o->v.param_cov, Im, (size_t)k * k * sizeof(double));
+    memcpy((double *)o->v.param_cov, Im, (size_t)k * k * sizeof(double)); /* internal coordinates */
     free(Im);
-    o->names = names_of(c, c->full_of, k);
-    o->v.names = o->names;
-    if (!o->names) o->v.n_cov = 0;
-    return 1;
+    return finish(c, in, c->full_of, c->fidx, o);
 }
 
 /* The functionals of the subset in whitened coordinates: raw mu_j, gamma_j,
@@ -595,33 +624,28 @@ static int run_subset(MPI_Comm comm, ghf__se_ctx *c, const ghf_se_input *in, ghf
     o->v.newton_decrement = sqrt(fmax(C[(size_t)s * (s + 1) + s], 0.0));
     double *V = (double *)o->v.param_cov;
     for (int i = 0; i < s; i++)
-        for (int j = 0; j < s; j++)
-            V[(size_t)i * s + j] = C[(size_t)i * (s + 1) + j] * data_factor(c, list[i], in->scale_log2) *
-                                   data_factor(c, list[j], in->scale_log2);
+        for (int j = 0; j < s; j++) V[(size_t)i * s + j] = C[(size_t)i * (s + 1) + j];
     free(C);
-    o->names = names_of(c, list, s);
-    o->v.names = o->names;
-    if (!o->names) o->v.n_cov = 0;
-    /* positions for fill_ses: list order */
     int *pos = malloc((size_t)kf * sizeof(int));
     if (!pos) {
         free(list);
+        set_reason(o, "out of memory");
         return 0;
     }
     for (int i = 0; i < kf; i++) pos[i] = c->fidx[i] < 0 ? -1 : -2;
     for (int i = 0; i < s; i++) pos[list[i]] = i;
-    ghf_params t;
-    if (ghf_params_alloc(&t, d) == 0) {
-        data_params(c, in, &t);
-        fill_ses(c, &t, V, s, pos, o);
-        ghf_params_free(&t);
+    const int ok = finish(c, in, list, pos, o);
+    free(pos);
+    if (!ok) {
+        free(list);
+        return 0;
     }
     const size_t n = strlen(o->reason);
     snprintf(o->reason + n, sizeof o->reason - n,
              "%ssubset method (%d free parameters; %d conjugate-gradient iterations): SEs of mu, gamma, p, a, b, the "
              "diagonal of Sigma, E X and the diagonal of Cov X only; the off-diagonal entries are NaN",
              n ? "; " : "", c->nfree, c->cg_iter);
-    free(pos), free(list);
+    free(list);
     return 1;
 }
 
@@ -658,19 +682,6 @@ int ghf_se_compute(MPI_Comm comm, const ghf_se_input *in, ghf_se_mode mode, ghf_
             fflush(stdout);
         }
         ok = full ? run_full(comm, &c, in, out) : run_subset(comm, &c, in, out);
-        if (ok && full && rank == 0) {
-            int *pos = malloc((size_t)c.kfull * sizeof(int));
-            ghf_params t;
-            if (pos && ghf_params_alloc(&t, c.d) == 0) {
-                for (int i = 0; i < c.kfull; i++) pos[i] = c.fidx[i];
-                data_params(&c, in, &t);
-                fill_ses(&c, &t, out->v.param_cov, c.nfree, pos, out);
-                ghf_params_free(&t);
-            } else {
-                set_reason(out, "out of memory");
-            }
-            free(pos);
-        }
         if (!ok && !out->reason[0]) set_reason(out, "standard errors could not be computed");
         snprintf(why, sizeof why, "%s", out->reason);
         ghf__se_ctx_free(&c);
