@@ -308,34 +308,8 @@ int ghf_ckpt_write(const char *path, const ghf_ckpt *c, char *err, size_t errlen
 
 static int read_attr_str(hid_t loc, const char *name, char **out)
 {
-    hid_t at = H5Aopen(loc, name, H5P_DEFAULT);
-    if (at < 0) return -1;
-    hid_t ty = H5Aget_type(at);
-    int rc = -1;
-    if (H5Tget_class(ty) == H5T_STRING && H5Tis_variable_str(ty) > 0) {
-        char *s = NULL;
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5T_VARIABLE);
-        H5Tset_cset(mt, H5T_CSET_UTF8);
-        if (H5Aread(at, mt, &s) >= 0 && s) {
-            *out = strdup(s);
-            rc = *out ? 0 : -1;
-        }
-        H5free_memory(s);
-        H5Tclose(mt);
-    }
-    H5Tclose(ty);
-    H5Aclose(at);
-    return rc;
-}
-
-static int read_attr_i64(hid_t loc, const char *name, int64_t *v)
-{
-    hid_t at = H5Aopen(loc, name, H5P_DEFAULT);
-    if (at < 0) return -1;
-    int rc = H5Aread(at, H5T_NATIVE_INT64, v) < 0 ? -1 : 0;
-    H5Aclose(at);
-    return rc;
+    *out = ghf__attr_read_str(loc, name);
+    return *out ? 0 : -1;
 }
 
 /* 1-D dataset of exactly n elements (n < 0: any; *got receives the count) */
@@ -389,22 +363,22 @@ static int read_contents(hid_t f, ghf_ckpt *c)
     int64_t ver = 0, v = 0;
     int rc = -1;
     if (read_attr_str(f, "format", &fmt) || strcmp(fmt, "ghfit-checkpoint") != 0) goto out;
-    if (read_attr_i64(f, "format_version", &ver) || ver != GHF_CKPT_FORMAT_VERSION) goto out;
+    if (ghf__attr_read_i64(f, "format_version", &ver) || ver != GHF_CKPT_FORMAT_VERSION) goto out;
     if (read_attr_str(f, "kind", &kind) || read_attr_str(f, "data_file", &c->data_path) ||
-        read_attr_str(f, "dataset", &c->dataset) || read_attr_i64(f, "n_rows", &c->n_rows) ||
-        read_attr_i64(f, "dim", &v) || read_attr_str(f, "options_hash", &hash) ||
-        read_attr_i64(f, "n_fits", &c->n_fits))
+        read_attr_str(f, "dataset", &c->dataset) || ghf__attr_read_i64(f, "n_rows", &c->n_rows) ||
+        ghf__attr_read_i64(f, "dim", &v) || read_attr_str(f, "options_hash", &hash) ||
+        ghf__attr_read_i64(f, "n_fits", &c->n_fits))
         goto out;
     snprintf(c->kind, sizeof c->kind, "%s", kind);
     c->d = (int)v;
     c->hash = strtoull(hash, NULL, 16);
-    if (read_attr_str(f, "data_fingerprint", &fp) || read_attr_i64(f, "data_fingerprint_rows", &c->data_fp_rows))
+    if (read_attr_str(f, "data_fingerprint", &fp) || ghf__attr_read_i64(f, "data_fingerprint_rows", &c->data_fp_rows))
         goto out;
     c->data_fp = strtoull(fp, NULL, 16);
     if (H5Aexists(f, "done_log") > 0) {
         int64_t crc = 0;
-        if (read_attr_str(f, "done_log", &c->log_name) || read_attr_i64(f, "done_bytes", &c->log_bytes) ||
-            read_attr_i64(f, "done_crc", &crc) || read_attr_i64(f, "done_count", &c->log_count) || c->log_bytes < 0 ||
+        if (read_attr_str(f, "done_log", &c->log_name) || ghf__attr_read_i64(f, "done_bytes", &c->log_bytes) ||
+            ghf__attr_read_i64(f, "done_crc", &crc) || ghf__attr_read_i64(f, "done_count", &c->log_count) || c->log_bytes < 0 ||
             c->log_count < 0 || crc < 0 || crc > (int64_t)UINT32_MAX || strchr(c->log_name, '/'))
             goto out;
         c->log_crc = (uint32_t)crc;
@@ -430,8 +404,8 @@ static int read_contents(hid_t f, ghf_ckpt *c)
         ghf_ckpt_run *r = &c->run[c->n_run++];
         char *name = NULL;
         int64_t it = 0, dd = 0;
-        ok = read_attr_i64(rg, "index", &r->index) == 0 && read_attr_str(rg, "name", &name) == 0 &&
-             read_attr_i64(rg, "iter", &it) == 0 && read_attr_i64(rg, "dim", &dd) == 0 && it >= 0 && dd >= 1;
+        ok = ghf__attr_read_i64(rg, "index", &r->index) == 0 && read_attr_str(rg, "name", &name) == 0 &&
+             ghf__attr_read_i64(rg, "iter", &it) == 0 && ghf__attr_read_i64(rg, "dim", &dd) == 0 && it >= 0 && dd >= 1;
         if (ok) {
             snprintf(r->name, sizeof r->name, "%s", name);
             char *fam = NULL;

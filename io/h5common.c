@@ -370,6 +370,53 @@ int ghf__attr_f64(hid_t loc, const char *name, double v)
     return attr_write(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
+int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v)
+{
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    const int rc = H5Aread(a, H5T_NATIVE_INT64, v) < 0 ? -1 : 0;
+    H5Aclose(a);
+    return rc;
+}
+
+int ghf__attr_read_f64(hid_t loc, const char *name, double *v)
+{
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    const int rc = H5Aread(a, H5T_NATIVE_DOUBLE, v) < 0 ? -1 : 0;
+    H5Aclose(a);
+    return rc;
+}
+
+char *ghf__attr_read_str(hid_t loc, const char *name)
+{
+    if (H5Aexists(loc, name) <= 0) return NULL;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT), t = a >= 0 ? H5Aget_type(a) : -1;
+    char *out = NULL;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_cset(mt, H5Tget_cset(t)); /* HDF5 converts no character set into another */
+        if (H5Tis_variable_str(t) > 0) {
+            char *s = NULL;
+            H5Tset_size(mt, H5T_VARIABLE);
+            if (H5Aread(a, mt, &s) >= 0 && s) out = strdup(s);
+            H5free_memory(s);
+        } else {
+            const size_t n = H5Tget_size(t);
+            char *s = calloc(n + 1, 1);
+            H5Tset_size(mt, n + 1);
+            if (s && H5Aread(a, mt, s) >= 0) out = s;
+            else free(s);
+        }
+        H5Tclose(mt);
+    }
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return out;
+}
+
 /* ---------------------------------------------------------------------------
  * Piece size and I/O-mode bookkeeping (test hooks)
  * ------------------------------------------------------------------------- */

@@ -154,6 +154,7 @@ typedef struct ghf_out_meta {
     const char *version, *git_commit, *command_line, *backend;
     int n_ranks;
     const char *config_text; /* may be NULL; when set, written as the /config string dataset */
+    int omp_threads;         /* OpenMP threads per rank (root attribute omp_threads when > 0) */
 } ghf_out_meta;
 
 /* Standard errors of a fit (src/infer/se.h makes them), in data coordinates
@@ -191,6 +192,10 @@ typedef struct ghf_fit_record {
                                                         or by the user), NaN when estimated */
     const char *moments_note;                        /* why moments are NaN (heavy tails), or NULL */
     const ghf_fit_se *se;                            /* standard errors, or NULL (none asked for) */
+    /* the data the fit was made on (attributes data_file, dataset, row_start,
+     * row_count; NULL data_file: not written) */
+    const char *data_file, *dataset;
+    int64_t row_start, row_count;
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;
@@ -231,6 +236,22 @@ typedef struct ghf_fit_summary {
  * *rows is malloc'd (free() it; NULL when *n_rows == 0). */
 int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_rows,
                             char *err, size_t errlen);
+
+/* What a result file says of a fit's model and data (for likelihood-ratio
+ * tests): symmetric (-1 when not recorded), p_fixed (NaN: estimated or not
+ * recorded), the data identity (has_data 0 in files without it). */
+typedef struct ghf_fit_model_info {
+    int symmetric;
+    double p_fixed;
+    int has_data;
+    char data_file[1024], dataset[256];
+    int64_t row_start, row_count, n_dropped;
+} ghf_fit_model_info;
+
+/* Reads the attributes of /fits/<rows[i].name> for each of n summary rows
+ * into info[i] (serial, any process).  0, or 2 with a message. */
+int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n, ghf_fit_model_info *info,
+                           char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -296,6 +296,7 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, ch
     bad |= ghf__attr_str(w->f, "created", created) < 0;
     bad |= ghf__attr_str(w->f, "command_line", m->command_line ? m->command_line : "") < 0;
     bad |= ghf__attr_int(w->f, "n_ranks", m->n_ranks) < 0;
+    if (m->omp_threads > 0) bad |= ghf__attr_int(w->f, "omp_threads", m->omp_threads) < 0;
     bad |= ghf__attr_str(w->f, "backend", m->backend ? m->backend : "") < 0;
     if (!bad && m->config_text)
         bad |= write_string(w->f, "config", m->config_text,
@@ -397,6 +398,12 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     bad |= ghf__attr_f64(g, "elapsed_s", r->elapsed_s) < 0;
     bad |= ghf__attr_i64(g, "n_dropped", r->n_dropped) < 0;
     bad |= ghf__attr_int(g, "symmetric", r->symmetric ? 1 : 0) < 0;
+    if (r->data_file) {
+        bad |= ghf__attr_str(g, "data_file", r->data_file) < 0;
+        bad |= ghf__attr_str(g, "dataset", r->dataset ? r->dataset : "/X") < 0;
+        bad |= ghf__attr_i64(g, "row_start", r->row_start) < 0;
+        bad |= ghf__attr_i64(g, "row_count", r->row_count) < 0;
+    }
     bad |= ghf__attr_f64(g, "p_fixed", r->p_fixed) < 0;
     if (r->backend) bad |= ghf__attr_str(g, "backend", r->backend) < 0;
     {

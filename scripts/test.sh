@@ -15,7 +15,7 @@ export OMP_NUM_THREADS=1
 status=0
 echo "== ctest (release build, all labels)"
 (cd "$here/build" && ctest --output-on-failure -j "$jobs" --timeout 900) || status=1
-echo "== ctest (sanitizer build, unit tests)"
+echo "== ctest (sanitizer build, labels unit and sanitize)"
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j "$jobs" -L unit --timeout 900) || status=1
+    ctest --output-on-failure -j "$jobs" -L "unit|sanitize" --timeout 900) || status=1
 exit $status

@@ -13,3 +13,11 @@ add_test(NAME faults_ckpt_diskfull COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults
          $<TARGET_FILE:ghfit> $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_ckpt_diskfull)
 set_tests_properties(faults_ckpt_diskfull PROPERTIES LABELS "mpi;faults" TIMEOUT 600 PROCESSORS 2
   SKIP_RETURN_CODE 77 ENVIRONMENT "${GHF_MPI_ENV}")
+# Collective discipline (src/dist/agree.h): one rank fails at each start-up
+# step; on 2 and 3 ranks; label sanitize: run in the sanitizer build too.
+foreach(np 2 3)
+  add_test(NAME faults_collective_np${np} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_collective.sh
+           $<TARGET_FILE:ghfit> ${CMAKE_BINARY_DIR}/work/faults_collective_np${np} ${np})
+  set_tests_properties(faults_collective_np${np} PROPERTIES LABELS "mpi;faults;sanitize" TIMEOUT 900
+    PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+endforeach()

@@ -315,7 +315,7 @@ static void test_writer(void)
     CHECK(dir_entries(NULL, 0) == 0, "out_check left files behind");
 
     ghf_out_meta m = {"0.1.0-test", "abc123def456", "ghfit fit --model gh data.h5", "cpu", NRK,
-                      "model: gh\nmax_iter: 5\n"};
+                      "model: gh\nmax_iter: 5\n", 2};
     ghf_h5_writer *w = ghf_h5_out_open(out, &m, err, sizeof err);
     CHECK(w != NULL, "out_open: %s", err);
     if (!w) return;

@@ -111,6 +111,12 @@ int ghf__attr_str(hid_t loc, const char *name, const char *val);
 int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
 int ghf__attr_int(hid_t loc, const char *name, int v);
 int ghf__attr_f64(hid_t loc, const char *name, double v);
+/* Readers: 0, or -1 when the attribute is absent or unreadable; a string
+ * attribute (variable or fixed length, any character set) as a malloc'd
+ * copy, or NULL. */
+int ghf__attr_read_i64(hid_t loc, const char *name, int64_t *v);
+int ghf__attr_read_f64(hid_t loc, const char *name, double *v);
+char *ghf__attr_read_str(hid_t loc, const char *name);
 
 /* Test hooks ------------------------------------------------------------- */
 

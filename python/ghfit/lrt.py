@@ -55,8 +55,15 @@ def data_key(fit) -> tuple:
     return ident + (fit.n_obs, fit.dim, fit.n_dropped)
 
 
+FREE_P = ("gh", "vg", "t")  # the families whose GIG index p is a free parameter
+
+
 def model_key(fit) -> tuple:
-    return (fit.family, fit.symmetric, fit.p_fixed)
+    """(family, symmetric, p held fixed by the user or None).  The index that
+    defines nig (-1/2) and hyp ((d+1)/2), recorded in their `p_fixed`
+    attribute, is part of the family, not a restriction of it."""
+    p = fit.p_fixed if fit.family in FREE_P else None
+    return (fit.family, fit.symmetric, p)
 
 
 def _nested(r, f, d):

@@ -276,7 +276,7 @@ def reports(files, work):
     d = files["data"]
     return {
         "single": (build(work, "report-single", [files["single"]], "--data", d), [files["single"]]),
-        "multi": (build(work, "report-multi", [files["multi"], files["pfix"]], "--data", d),
+        "multi": (build(work, "report-multi", [files["multi"], files["pfix"]], "--data", d, "--max-fits", "32"),
                   [files["multi"], files["pfix"]]),
         "sweep": (build(work, "report-sweep", [files["sweep"]], "--data", d), [files["sweep"]]),
     }

@@ -4,13 +4,14 @@ reference laws (boundary mixture for VG and t), and what is left out."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 from scipy import stats
 
 import ghfit
-from ghfit.lrt import MIXTURE
+from ghfit.lrt import MIXTURE, model_key
 from ghfit.results import Fit
 
 D = 3
@@ -86,3 +87,32 @@ def test_real_files(files, cli):
     # the sweep pairs GH and NIG window by window, never across windows
     sw = ghfit.lr_tests(ghfit.read(str(files["sweep"])).fits.values())
     assert len(sw) == 4 and all(x.restricted.window == x.full.window for x in sw)
+
+
+def _model_name(fit):
+    fam, sym, p = model_key(fit)
+    return fam + (" sym" if sym else "") + (f" p={p:g}" if p is not None else "")
+
+
+def test_summary_lrt_agrees_with_python(files, cli):
+    """`ghfit summary --lrt` (C, GSL) and ghfit.lr_tests (Python, SciPy) are
+    two implementations of the same table: the same pairs, df, LR and
+    p-values."""
+    paths = [files["multi"], files["pfix"]]
+    out = cli.run("summary", "--lrt", *paths).stdout
+    lines = out.split("likelihood-ratio tests", 1)[1].splitlines()[2:]
+    c_rows = {}
+    for ln in lines:
+        if not ln.startswith("  ") or ln.startswith("  ("):
+            continue
+        r, f, df, lr, pv, ref = re.split(r"\s{2,}", ln.strip())
+        c_rows[(r, f)] = (int(df), float(lr), float(pv), ref)
+    fits = [f for p in paths for f in ghfit.read(str(p)).fits.values()]
+    py = {(_model_name(x.restricted), _model_name(x.full)): x for x in ghfit.lr_tests(fits)}
+    assert len(py) >= 10 and set(c_rows) == set(py), (sorted(c_rows), sorted(py))
+    for k, (df, lr, pv, ref) in c_rows.items():
+        x = py[k]
+        assert df == x.df, k
+        assert lr == pytest.approx(x.statistic, abs=1e-4), k
+        assert pv == pytest.approx(x.p_value, rel=2e-3, abs=1e-12), k
+        assert ref.startswith(x.reference.split(" (")[0]), (k, ref, x.reference)

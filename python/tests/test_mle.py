@@ -85,6 +85,9 @@ class Param:
         L[np.diag_indices(d)] = np.log(np.diag(L))
         parts = [law.mu] + ([] if self.sym else [law.gamma]) + [L[self.il]]
         p, a, b, f = law.p, law.a, law.b, self.family
+        # a fit on a face of its domain (hyp reaches b = 0, its vg limit):
+        # start just inside it, where the log parametrisation is defined
+        a, b = max(a, 1e-300), max(b, 1e-300)
         if f == "gh":
             sub = [p, math.log(a), math.log(b)]
         elif f in ("hyp", "nig"):

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "backend.h"
 #include "bessel_plan.h"
 #include "xreduce.h"
@@ -339,7 +340,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
 {
     ghf_backend *be = calloc(1, sizeof *be);
     cpu_impl *c = calloc(1, sizeof *c);
-    if (!be || !c) goto oom;
+    if (ghf_agree(comm, !be || !c, NULL, 0)) goto oom;
     be->impl = c;
     be->name = "cpu";
     be->estep = cpu_estep;
@@ -362,7 +363,13 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->txs = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(ghf_xsum));
     c->tbuf = malloc((size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double));
     c->plan = malloc(sizeof *c->plan);
-    if (!c->tstats || !c->txs || !c->tbuf || !c->plan) goto oom;
+    int fail = !c->tstats || !c->txs || !c->tbuf || !c->plan;
+    if (fail) snprintf(err, errlen, "out of memory creating the CPU backend (%lld rows x %d)", (long long)nrows, d);
+    if (ghf_test_fail("backend", err, errlen)) fail = 1;
+    if (ghf_agree(comm, fail, err, errlen)) { /* before the collectives below: every rank leaves */
+        cpu_destroy(be);
+        return NULL;
+    }
     /* the largest row norm over all ranks bounds the Bessel arguments */
     double xm = 0.0;
     for (int64_t i = 0; i < nrows; i++) {

@@ -155,6 +155,7 @@ static int o_se_method(ghf_job *j, const char *v)
 static int o_drop(ghf_job *j, const char *v) { (void)v; j->drop_nonfinite = 1; return 0; }
 static int o_quiet(ghf_job *j, const char *v) { (void)v; j->quiet = 1; return 0; }
 static int o_logit(ghf_job *j, const char *v) { (void)v; j->log_iterations = 1; return 0; }
+static int o_logtime(ghf_job *j, const char *v) { (void)v; j->log_time = 1; return 0; }
 static int o_resume(ghf_job *j, const char *v) { (void)v; j->resume = 1; return 0; }
 static int o_warm(ghf_job *j, const char *v) { (void)v; j->warm_start = 1; return 0; }
 static int o_nowarm(ghf_job *j, const char *v) { (void)v; j->warm_start = 0; return 0; }
@@ -220,6 +221,7 @@ static const opt g_opts[] = {
     {"no-warm-start", NULL, R, "start every window afresh", o_nowarm},
     {"quiet", NULL, F | R, "fit: no per-iteration lines; run: no progress lines", o_quiet},
     {"log-iterations", NULL, R, "print every EM iteration of every fit", o_logit},
+    {"log-time", NULL, F | R, "start every iteration line with its UTC time (ISO 8601, ms)", o_logtime},
     {"checkpoint", "FILE", F | R,
      "write the EM state to FILE (atomically) every --checkpoint-every\n"
      "iterations and on SIGUSR1/SIGTERM (then exit status 75)",

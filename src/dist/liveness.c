@@ -59,7 +59,17 @@ static void end_job(ghf_live *l, const char *msg)
 {
     int flag = 0;
     MPI_Status st;
-    MPI_Iprobe(MPI_ANY_SOURCE, GHF_LIVE_TAG_END, l->comm, &flag, &st);
+    /* Poll for a while: the notice of a peer that ended the job may still be
+     * on its way (a rank resumed after SIGSTOP sees its peer gone at once,
+     * before one probe has drained the transport). */
+    const double until = MPI_Wtime() + 0.2;
+    do {
+        MPI_Iprobe(MPI_ANY_SOURCE, GHF_LIVE_TAG_END, l->comm, &flag, &st);
+        if (!flag) {
+            struct timespec ts = {0, 2000000L};
+            nanosleep(&ts, NULL);
+        }
+    } while (!flag && MPI_Wtime() < until);
     if (!flag) {
         fflush(stdout);
         fprintf(stderr, "ghfit: error: %s; ending the job\n", msg);

@@ -47,6 +47,7 @@ typedef struct ghf_em_opts {
     int no_nested;   /* GH: do not add the NIG fit to the starts (see em.c) */
     int nested_run;  /* internal: this fit is such a start (no end-of-fit comparisons) */
     const char *label; /* prefix of the per-iteration lines (sweeps) */
+    int log_time;      /* the per-iteration lines start with a UTC time stamp (ISO 8601, ms) */
     /* Moments of the (centred) data, for the moment initialisation
      * (ghf_data_em_opts sets them). */
     const double *data_mean;  /* [d] */

@@ -84,6 +84,24 @@ static ghf_sub_status gig_msub_fixed(double p, const double eta[3], const double
 {
     out[0] = p;
     out[1] = out[2] = NAN;
+    /* The objective is concave in (a, b), so a face is the optimum exactly
+     * when the objective does not grow into the interior from the face's own
+     * optimum (KKT).  On b = 0 (p > 0): Y ~ Gamma(p, rate a/2) with
+     * a = 2p / E Y; the interior direction helps iff E[1/Y] of the data's
+     * posterior (eta[1]) is below the face's E[1/Y] = (a/2)/(p - 1) (infinite
+     * for p <= 1).  On a = 0 (p < 0) likewise with Y and 1/Y swapped.
+     * Deciding it here reaches the face exactly instead of letting the
+     * interior solver creep towards it (hyp on return data, math.md 3.2). */
+    if (p > 1.0 && eta[2] > 0.0 && eta[1] >= p / ((p - 1.0) * eta[2])) {
+        out[1] = 2.0 * p / eta[2];
+        out[2] = 0.0;
+        return GHF_SUB_OK;
+    }
+    if (p < -1.0 && eta[1] > 0.0 && eta[2] >= -p / ((-p - 1.0) * eta[1])) {
+        out[1] = 0.0;
+        out[2] = 2.0 * -p / eta[1];
+        return GHF_SUB_OK;
+    }
     const int rc = ghf_gig_solve_fixed_p(p, eta[1], eta[2], cur[1], cur[2], &out[1], &out[2]);
     if (rc == 1) {
         if (p < 0.0) out[1] = 0.0;

@@ -341,6 +341,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     }
     if (!strcmp(key, "quiet")) return get_bool(c, key, v, &j->quiet);
     if (!strcmp(key, "log_iterations")) return get_bool(c, key, v, &j->log_iterations);
+    if (!strcmp(key, "log_time")) return get_bool(c, key, v, &j->log_time);
     if (!strcmp(key, "rows_per_rank")) return get_i64(c, key, v, 1, &j->rows_per_rank);
     if (!strcmp(key, "checkpoint")) {
         if (is_null(v)) {
@@ -428,7 +429,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
     } else {
         static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
-                                          "log_iterations", "rows_per_rank", "checkpoint", "checkpoint_every",
+                                          "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
                                           "slice", "se", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
@@ -592,6 +593,7 @@ char *ghf_job_config_text(const ghf_job *j)
     sb_printf(&b, "warm_start: %s\nmax_iter: %d\nstarts: %d\nbackend: %s\nquiet: %s\nlog_iterations: %s\n",
               j->warm_start ? "true" : "false", j->max_iter, j->starts, j->backend ? j->backend : "auto",
               j->quiet ? "true" : "false", j->log_iterations ? "true" : "false");
+    if (j->log_time) sb_printf(&b, "log_time: true\n");
     if (j->se) sb_printf(&b, "se: %s\n", ghf_job_se_name(j->se));
     sb_printf(&b, "rows_per_rank: %lld\n", (long long)j->rows_per_rank);
     if (j->checkpoint) {

@@ -49,6 +49,7 @@ typedef struct ghf_job {
     int accel;        /* 1 squarem (default), 0 none */
     char *backend;
     int quiet, log_iterations;
+    int log_time;     /* iteration lines with a UTC time stamp */
     int64_t rows_per_rank;
     /* checkpointing */
     char *checkpoint;

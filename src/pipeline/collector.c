@@ -3,6 +3,7 @@
  * fits), and at the end the result file (see internal/pipe.h). */
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,7 +225,8 @@ static void write_result(collector *c, const char *backend, int world_size, int 
 {
     const ghf_job *j = c->job;
     char *cfg = c->mode == GHF_PIPE_RUN ? ghf_job_config_text(j) : NULL; /* a fit has no job file */
-    ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg};
+    ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg,
+                         omp_get_max_threads()};
     ghf_h5_writer *w = ghf_h5_out_open(j->out, &meta, err, errlen);
     free(cfg);
     if (!w) {

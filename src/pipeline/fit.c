@@ -2,6 +2,7 @@
 #include "fit.h"
 
 #include "agree.h"
+
 #include "xreduce.h"
 
 #include <math.h>
@@ -192,12 +193,12 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
     double *buf = calloc((size_t)d * (size_t)d + d + 1, sizeof(double));
     double *mad = calloc((size_t)d, sizeof(double)), *zlim = calloc((size_t)d, sizeof(double));
-    int fail = !out->shift || !out->mean || !out->cov || !buf || !mad || !zlim, any = 0;
-    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, comm);
-    if (any) {
+    int fail = !out->shift || !out->mean || !out->cov || !buf || !mad || !zlim;
+    if (fail) snprintf(err, errlen, "out of memory (preparing %s)", what);
+    if (ghf_test_fail("prepare", err, errlen)) fail = 1;
+    if (ghf_agree(comm, fail, err, errlen)) { /* every rank leaves here, with the failing rank's message */
         free(buf), free(mad), free(zlim);
         ghf_data_free(out);
-        snprintf(err, errlen, "out of memory");
         return 1;
     }
     if (s->n_global < (int64_t)d + 1) {
@@ -300,9 +301,7 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     if (nout > 0 && s->n_global - nout >= (int64_t)d + 1) {
         out->rmean = calloc((size_t)d, sizeof(double));
         out->rcov = calloc((size_t)d * (size_t)d, sizeof(double));
-        fail = !out->rmean || !out->rcov;
-        MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, comm);
-        if (!any) {
+        if (!ghf_any(comm, !out->rmean || !out->rcov)) { /* else: no second start */
             moments(comm, s, zlim, out->rmean, out->rcov, buf);
             int ok = 1;
             for (int j = 0; j < d; j++) ok &= out->rcov[j * d + j] > 0.0;

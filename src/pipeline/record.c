@@ -11,7 +11,7 @@
  * Records
  * ------------------------------------------------------------------------- */
 
-#define REC_MAGIC 0x6768667265633031LL /* "ghfrec01" */
+#define REC_MAGIC 0x6768667265633032LL /* "ghfrec02": with the data identity */
 
 void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
 {
@@ -46,6 +46,10 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     ghf_pack_i64(b, r->symmetric);
     ghf_pack_f64(b, r->p_fixed);
     ghf_pack_str(b, r->moments_note);
+    ghf_pack_str(b, r->data_file);
+    ghf_pack_str(b, r->dataset);
+    ghf_pack_i64(b, r->row_start);
+    ghf_pack_i64(b, r->row_count);
     /* standard errors (absent in records of older versions: see unpack) */
     const ghf_fit_se *e = r->se;
     ghf_pack_i64(b, e ? 1 : 0);
@@ -112,6 +116,8 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->status);
     free(rec->backend);
     free(rec->moments_note);
+    free(rec->data_file);
+    free(rec->dataset);
     free(rec->trace);
     free(rec->mu);
     free(rec->gamma);
@@ -167,6 +173,10 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
     r->symmetric = (int)ghf_unpack_i64(u);
     r->p_fixed = ghf_unpack_f64(u);
     r->moments_note = rec->moments_note = ghf_unpack_str(u);
+    r->data_file = rec->data_file = ghf_unpack_str(u);
+    r->dataset = rec->dataset = ghf_unpack_str(u);
+    r->row_start = ghf_unpack_i64(u);
+    r->row_count = ghf_unpack_i64(u);
     if (!u->bad && d >= 1 && unpack_se(u, rec) != 0) u->bad = 1;
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||

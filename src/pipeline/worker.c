@@ -166,6 +166,10 @@ static void deliver_failed(group_ctx *g, const ghf_fit_spec *s, const char *why,
     r.n_ranks = g->gsize;
     r.phase_s = ph;
     r.backend = g->job->backend;
+    r.data_file = g->job->data_file;
+    r.dataset = g->job->dataset;
+    r.row_start = s->row_start;
+    r.row_count = s->row_len;
     ghf_se se; /* standard errors asked for: NaN, with the reason */
     const int have_se = g->job->se && ghf_se_nan(d, "none", "the fit failed: no standard errors", &se) == 0;
     if (have_se) r.se = &se.v;
@@ -375,6 +379,7 @@ static void spec_em_opts(group_ctx *g, const ghf_fit_spec *s, const ghf_data *da
     eo->seed = (uint64_t)s->seed;
     eo->n_starts = j->starts;
     eo->accel = j->accel;
+    eo->log_time = j->log_time;
     if (g->mode == GHF_PIPE_FIT) {
         eo->quiet = j->quiet;
     } else {
@@ -494,6 +499,10 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
             fprintf(stderr, "ghfit: warning: the log-likelihood decreased in %d iteration(s)\n", out.em.n_decrease);
         ghf_fit_record rec;
         ghf_fit_out_record(&out, dc->be->name, &rec);
+        rec.data_file = j->data_file;
+        rec.dataset = j->dataset;
+        rec.row_start = s->row_start;
+        rec.row_count = s->row_len;
         deliver_record(g, s->index, &rec);
     }
     ghf_fit_out_free(&out);
