@@ -169,6 +169,8 @@ static int write_se(hid_t g, const ghf_fit_record *r)
         bad |= ghf__attr_f64(gs, "newton_decrement", e->newton_decrement) < 0;
         bad |= ghf__attr_f64(gs, "seconds", e->seconds) < 0;
         bad |= ghf__attr_int(gs, "n_params", e->n_cov) < 0;
+        /* the SE pass runs on the host CPUs whatever the fit's backend (docs/design.md) */
+        bad |= ghf__attr_str(gs, "computed_on", "cpu") < 0;
         bad |= H5Gclose(gs) < 0;
     }
     free(nan);

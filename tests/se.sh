@@ -41,6 +41,7 @@ mpirun -np 3 "$G" fit --data gh3.h5 --model gh --out r3.h5 --quiet --se || die "
 for s in $SE_SETS; do same r1.h5 r3.h5 /fits/gh/se/$s 1e-10 || die "se/$s differs between 1 and 3 ranks"; done
 same r1.h5 r3.h5 /fits/gh/param_cov 1e-9 || die "param_cov differs between 1 and 3 ranks"
 [ "$("$H" r1.h5 /fits/gh/se method)" = full ] || die "method is not full"
+[ "$("$H" r1.h5 /fits/gh/se computed_on)" = cpu ] || die "computed_on is not cpu"
 [ -z "$("$H" r1.h5 /fits/gh/se reason)" ] || die "a reason on a regular fit: $("$H" r1.h5 /fits/gh/se reason)"
 cond=$("$H" r1.h5 /fits/gh/se condition_number)
 awk -v c="$cond" 'BEGIN { exit !(c > 1 && c < 1e6) }' || die "condition number $cond"

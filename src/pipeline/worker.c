@@ -487,6 +487,10 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
         return FIT_ERROR;
     }
+    if (j->se && g->grank == 0 && !j->quiet && !strcmp(dc->be->name, "cuda")) { /* docs/design.md */
+        printf("ghfit: %s: standard errors on the host CPUs (OpenMP): the CUDA backend has no SE pass\n", s->name);
+        fflush(stdout);
+    }
     if (ghf_fit_out_se(g->gcomm, &out, data, j->se, fit_mode && !j->quiet, msg, msglen) != 0) { /* --se, se: */
         ghf_fit_out_free(&out);
         *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
