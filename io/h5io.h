@@ -200,6 +200,23 @@ typedef struct ghf_out_meta {
     int omp_threads;         /* OpenMP threads per rank (root attribute omp_threads when > 0) */
 } ghf_out_meta;
 
+/* Standard errors of a fit (src/infer/se.h makes them), in data coordinates
+ * and the |Sigma| = 1 gauge of the parameters; written as /fits/<name>/se/
+ * and /fits/<name>/param_cov.  A NULL array is written as NaN. */
+typedef struct ghf_fit_se {
+    const char *method;        /* "full", "subset" or "none" */
+    const char *reason;        /* why SEs are NaN (some or all), "" when none is */
+    double cond;               /* condition number of the scaled information (NaN: not known) */
+    double newton_decrement;   /* sqrt(s' V s), s the score at the reported point */
+    double seconds;            /* wall time of the computation */
+    int d;
+    const double *mu, *gamma, *sigma; double p, a, b; /* [d], [d], [d*d] */
+    const double *mean, *cov; double sqrt_ab;        /* gauge-free: E X [d], Cov X [d*d], sqrt(ab) */
+    int n_cov;                 /* rows of param_cov (0: none written) */
+    const double *param_cov;   /* [n_cov*n_cov] covariance of the free parameters */
+    const char *names;         /* the n_cov row names, each followed by '\n' */
+} ghf_fit_se;
+
 typedef struct ghf_fit_record {
     const char *name;        /* group name under /fits, e.g. "gh" */
     const char *family;      /* the family's name (src/family/family.h: gh, hyp, nig, vg, t, gauss) */
@@ -217,6 +234,7 @@ typedef struct ghf_fit_record {
     double p_fixed;                                  /* the GIG index when held fixed (by the family
                                                         or by the user), NaN when estimated */
     const char *moments_note;                        /* why moments are NaN (heavy tails), or NULL */
+    const ghf_fit_se *se;                            /* standard errors, or NULL (none asked for) */
     /* the data the fit was made on (attributes data_file, dataset, row_start,
      * row_count; NULL data_file: not written) */
     const char *data_file, *dataset;

@@ -34,3 +34,9 @@ ghf_unit_test(NAME test_cpu_isa SOURCES tests/test_cpu_isa.c LABELS em TIMEOUT 1
 # pure assignment, and the collective one on 1 and 4 ranks.
 ghf_unit_test(NAME test_devmap SOURCES tests/test_devmap.c LABELS em TIMEOUT 60)
 ghf_mpi_test(NAME test_devmap_np4 NP 4 COMMAND $<TARGET_FILE:test_devmap> LABELS em TIMEOUT 60)
+# Standard errors (--se): ranks, the interpolated posterior, subset vs full,
+# boundary fits, job files, bad values (tests/se.sh; the information itself
+# is checked against a finite-difference Hessian in python/tests/test_se.py).
+add_test(NAME fit_se COMMAND bash ${CMAKE_SOURCE_DIR}/tests/se.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_se)
+set_tests_properties(fit_se PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
