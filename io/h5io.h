@@ -35,7 +35,9 @@ typedef struct ghf_shard {
     int     d;
     int64_t row0;      /* global index (in the window) of this rank's first row; -1 if rows were dropped */
     int64_t nrows;     /* rows held by this rank (may be 0 when N < ranks) */
-    double *x;         /* nrows*d, row-major, malloc'd (NULL if nrows==0); free with ghf_shard_free */
+    double *x;         /* nrows*d, row-major, malloc'd (NULL if nrows==0 or x32 is used); free with ghf_shard_free */
+    float  *x32;       /* instead of x, when ghf_h5_read_shard_f32 read a float32 dataset: the
+                          file's values unwidened (nrows*d, row-major); ghf_shard_widen makes x */
     int64_t n_dropped; /* global number of rows dropped as non-finite (drop_nonfinite) */
     int     file_dtype_bits; /* 32 or 64 (bits of the on-disk element type) */
 } ghf_shard;
@@ -69,7 +71,15 @@ void ghf_block_range_granular(int64_t n, int64_t g, int rank, int size, int64_t 
  * selects nothing.  On error *out is zeroed (nothing to free). */
 int  ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                        char *err, size_t errlen);
+/* The same, but a float32 dataset stays float32: its values in out->x32
+ * (half the memory; for float32 storage on a GPU), out->x NULL.  Any other
+ * type is read into out->x as above. */
+int  ghf_h5_read_shard_f32(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
+                           char *err, size_t errlen);
 void ghf_shard_free(ghf_shard *s);
+/* x from x32 (exact: every float is a double), x32 freed; nothing when x32 is
+ * NULL.  Returns 0, or 1 out of memory (the shard unchanged). */
+int  ghf_shard_widen(ghf_shard *s);
 
 /* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset,
  * with every check of the collective read's inspection (io/h5inspect.c). */
@@ -226,6 +236,23 @@ typedef struct ghf_out_meta {
     int64_t n_fits_total;    /* the fits of the whole job (every slice) */
 } ghf_out_meta;
 
+/* Standard errors of a fit (src/infer/se.h makes them), in data coordinates
+ * and the |Sigma| = 1 gauge of the parameters; written as /fits/<name>/se/
+ * and /fits/<name>/param_cov.  A NULL array is written as NaN. */
+typedef struct ghf_fit_se {
+    const char *method;        /* "full", "subset" or "none" */
+    const char *reason;        /* why SEs are NaN (some or all), "" when none is */
+    double cond;               /* condition number of the scaled information (NaN: not known) */
+    double newton_decrement;   /* sqrt(s' V s), s the score at the reported point */
+    double seconds;            /* wall time of the computation */
+    int d;
+    const double *mu, *gamma, *sigma; double p, a, b; /* [d], [d], [d*d] */
+    const double *mean, *cov; double sqrt_ab;        /* gauge-free: E X [d], Cov X [d*d], sqrt(ab) */
+    int n_cov;                 /* rows of param_cov (0: none written) */
+    const double *param_cov;   /* [n_cov*n_cov] covariance of the free parameters */
+    const char *names;         /* the n_cov row names, each followed by '\n' */
+} ghf_fit_se;
+
 typedef struct ghf_fit_record {
     const char *name;        /* group name under /fits, e.g. "gh" */
     const char *family;      /* the family's name (src/family/family.h: gh, hyp, nig, vg, t, gauss) */
@@ -243,10 +270,12 @@ typedef struct ghf_fit_record {
     double p_fixed;                                  /* the GIG index when held fixed (by the family
                                                         or by the user), NaN when estimated */
     const char *moments_note;                        /* why moments are NaN (heavy tails), or NULL */
+    const ghf_fit_se *se;                            /* standard errors, or NULL (none asked for) */
     /* the data the fit was made on (attributes data_file, dataset, row_start,
      * row_count; NULL data_file: not written) */
     const char *data_file, *dataset;
     int64_t row_start, row_count;
+    const char *device;                              /* optional: what ran it, "cpu" or "cuda:0,1" */
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;

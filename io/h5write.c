@@ -119,6 +119,87 @@ static hid_t make_group(hid_t loc, const char *name, const char *desc)
     return g;
 }
 
+/* An attribute holding n strings (1-D, variable length; large ones go to the
+ * dense attribute storage of the 1.8 format the result file uses). */
+static int attr_strings(hid_t loc, const char *name, int n, const char *const *v)
+{
+    hid_t t = vlen_str_type();
+    hsize_t dim = (hsize_t)n;
+    hid_t s = H5Screate_simple(1, &dim, NULL);
+    int rc = -1;
+    if (t >= 0 && s >= 0) {
+        hid_t a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+        if (a >= 0) {
+            rc = H5Awrite(a, t, v) < 0 ? -1 : 0;
+            if (H5Aclose(a) < 0) rc = -1;
+        }
+    }
+    if (s >= 0) H5Sclose(s);
+    if (t >= 0) H5Tclose(t);
+    return rc;
+}
+
+/* /fits/<name>/se/ and /fits/<name>/param_cov (docs/output-schema.md) */
+static int write_se(hid_t g, const ghf_fit_record *r)
+{
+    const ghf_fit_se *e = r->se;
+    const int d = r->d;
+    const size_t dd = (size_t)d * d;
+    const hsize_t d1 = (hsize_t)d, d2[2] = {(hsize_t)d, (hsize_t)d};
+    double *nan = (double *)malloc(dd * sizeof(double));
+    if (!nan) return -1;
+    for (size_t i = 0; i < dd; i++) nan[i] = NAN;
+    hid_t gs = make_group(g, "se", "standard errors from the observed information at the fitted point: the parameters "
+                                   "of params/ in its |Sigma| = 1 gauge (0 for fixed ones), and the gauge-free mean, "
+                                   "cov (of X) and sqrt_ab; NaN where not available (attribute reason)");
+    int bad = gs < 0;
+    if (gs >= 0) {
+        bad |= write_f64(gs, "mu", 1, &d1, e->mu ? e->mu : nan, "SE of mu") < 0;
+        bad |= write_f64(gs, "gamma", 1, &d1, e->gamma ? e->gamma : nan, "SE of gamma (0: held at 0)") < 0;
+        bad |= write_f64(gs, "sigma", 2, d2, e->sigma ? e->sigma : nan, "SE of Sigma (|Sigma| = 1 gauge)") < 0;
+        bad |= write_scalar(gs, "p", e->p, "SE of p (0: p fixed by the family or the user)") < 0;
+        bad |= write_scalar(gs, "a", e->a, "SE of a (0 on the family's face a = 0)") < 0;
+        bad |= write_scalar(gs, "b", e->b, "SE of b (0 on the family's face b = 0)") < 0;
+        bad |= write_f64(gs, "mean", 1, &d1, e->mean ? e->mean : nan, "SE of E[X] (gauge-free)") < 0;
+        bad |= write_f64(gs, "cov", 2, d2, e->cov ? e->cov : nan, "SE of Cov[X] (gauge-free)") < 0;
+        bad |= write_scalar(gs, "sqrt_ab", e->sqrt_ab, "SE of sqrt(a b) (gauge-free)") < 0;
+        bad |= ghf__attr_str(gs, "method", e->method ? e->method : "none") < 0;
+        bad |= ghf__attr_str(gs, "reason", e->reason ? e->reason : "") < 0;
+        bad |= ghf__attr_f64(gs, "condition_number", e->cond) < 0;
+        bad |= ghf__attr_f64(gs, "newton_decrement", e->newton_decrement) < 0;
+        bad |= ghf__attr_f64(gs, "seconds", e->seconds) < 0;
+        bad |= ghf__attr_int(gs, "n_params", e->n_cov) < 0;
+        /* the SE pass runs on the host CPUs whatever the fit's backend (docs/design.md) */
+        bad |= ghf__attr_str(gs, "computed_on", "cpu") < 0;
+        bad |= H5Gclose(gs) < 0;
+    }
+    free(nan);
+    if (bad || e->n_cov <= 0 || !e->param_cov || !e->names) return bad ? -1 : 0;
+    /* the row names: split the '\n'-terminated list */
+    char *buf = strdup(e->names);
+    const char **nm = (const char **)malloc((size_t)e->n_cov * sizeof *nm);
+    int n = 0;
+    if (buf && nm)
+        for (char *p = buf, *q; n < e->n_cov && (q = strchr(p, '\n')) != NULL; p = q + 1) {
+            *q = '\0';
+            nm[n++] = p;
+        }
+    const hsize_t k2[2] = {(hsize_t)e->n_cov, (hsize_t)e->n_cov};
+    bad = !buf || !nm || n != e->n_cov;
+    if (!bad)
+        bad |= write_f64(g, "param_cov", 2, k2, e->param_cov,
+                         "covariance of the estimates of the free parameters (rows: attribute names; |Sigma| = 1 gauge, "
+                         "so singular in the direction of log|Sigma|)") < 0;
+    if (!bad) {
+        hid_t ds = H5Dopen2(g, "param_cov", H5P_DEFAULT);
+        bad = ds < 0 || attr_strings(ds, "names", n, nm) < 0;
+        if (ds >= 0) bad |= H5Dclose(ds) < 0;
+    }
+    free(buf);
+    free(nm);
+    return bad ? -1 : 0;
+}
+
 /* The /summary row type (memory layout = ghf_fit_summary). */
 static hid_t summary_type(void)
 {
@@ -337,6 +418,7 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     }
     bad |= ghf__attr_f64(g, "p_fixed", r->p_fixed) < 0;
     if (r->backend) bad |= ghf__attr_str(g, "backend", r->backend) < 0;
+    if (r->device) bad |= ghf__attr_str(g, "device", r->device) < 0;
     {
         hsize_t nt = (hsize_t)r->n_trace;
         bad |= write_f64(g, "loglik", 1, &nt, r->loglik_trace,
@@ -374,6 +456,8 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
             bad |= write_f64(gm, "cov", 2, dd, cov, "covariance matrix Cov[X] of the fitted law (NaN if undefined)") < 0;
         }
     }
+
+    if (r->se) bad |= write_se(g, r) < 0;
 
     gprof = make_group(g, "profile", "wall-clock seconds per phase and rank");
     bad |= gprof < 0;

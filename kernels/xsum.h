@@ -87,22 +87,23 @@ GHF_HD static inline void ghf_xsum_add(ghf_xsum *a, double x)
         m |= 0x10000000000000ULL;
         lsb = ex - 1075;
     }
-    const int neg = (int)(u >> 63);
-    /* bins of the lowest and highest bit */
-    const int64_t blo = (lsb + GHF_XSUM_OFF) / GHF_XSUM_W;
-    const int64_t bhi = (lsb + 52 + GHF_XSUM_OFF) / GHF_XSUM_W;
+    /* the mantissa's bits lie at positions L .. L + 52 above the lowest bit
+     * position, within the bins bhi - 2 .. bhi; shifted left by s (12 <= s
+     * < 44) it is a 96-bit number whose three 32-bit words are the pieces of
+     * those bins.  The pieces below the window are dropped; branch-free
+     * (the number of pieces a value has, 2 or 3, does not predict well). */
+    const int64_t L = lsb + GHF_XSUM_OFF;
+    const int64_t bhi = (L + 52) / GHF_XSUM_W;
     if (a->top == GHF_XSUM_EMPTY || bhi + 1 > a->top) ghf_xsum_align(a, bhi + 1);
-    const int64_t bmin = a->top - (GHF_XSUM_K - 1);
-    /* the piece of m in bin b: bits [b W - OFF, (b+1) W - OFF) of the value */
-    for (int64_t b = bhi; b >= blo && b >= bmin; b--) {
-        const int sh = (int)(b * GHF_XSUM_W - GHF_XSUM_OFF) - lsb; /* bit of m at the bin's bottom */
-        uint64_t piece;
-        if (sh >= 0)
-            piece = (m >> sh) & 0xffffffffULL;
-        else
-            piece = (m << (-sh)) & 0xffffffffULL;
-        const int64_t v = (int64_t)piece;
-        a->bin[a->top - b] += neg ? -v : v;
+    const int s = (int)(L - (bhi - 2) * GHF_XSUM_W);
+    const uint64_t lo = m << s, hi = m >> (64 - s);
+    const uint64_t neg = (uint64_t)0 - (u >> 63); /* all ones for a negative x */
+    const uint64_t piece[3] = {hi, lo >> 32, lo & 0xffffffffULL}; /* bins bhi, bhi - 1, bhi - 2 */
+    const int64_t t = a->top - bhi;                               /* bin[t] is bin bhi; t >= 1 */
+    for (int i = 0; i < 3; i++) {
+        const int64_t idx = t + i;
+        const uint64_t keep = idx < GHF_XSUM_K ? ~(uint64_t)0 : 0;
+        a->bin[idx < GHF_XSUM_K ? idx : GHF_XSUM_K - 1] += (int64_t)(((piece[i] & keep) ^ neg) - neg);
     }
 }
 

@@ -23,3 +23,8 @@ endif()
            $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/cuda_fit)
   set_tests_properties(cuda_fit PROPERTIES LABELS "gpu" TIMEOUT 600 SKIP_RETURN_CODE 77
     ENVIRONMENT "${GHF_MPI_ENV}")
+  # sweeps with --backend auto on 1, 2, 4 ranks: GPUs per group, devices recorded
+  add_test(NAME cuda_sweep COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda_sweep.sh $<TARGET_FILE:ghfit>
+           $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/cuda_sweep)
+  set_tests_properties(cuda_sweep PROPERTIES LABELS "gpu" TIMEOUT 600 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${GHF_MPI_ENV}")

@@ -2,8 +2,10 @@
 # Full fits on the GPU against the CPU backend (label gpu): the same data set
 # fitted with --backend cpu and --backend cuda must give the same final
 # log-likelihood within 1e-10 relative and the same iteration count (GH and
-# NIG, d = 3 and d = 10), the result file must say backend "cuda", and two
-# ranks on a machine with fewer GPUs than ranks must fail with a clear error.
+# NIG, d = 3 and d = 10), the result file must say backend "cuda" and device
+# "cuda:0", and two ranks on a machine with one GPU must fail with a clear
+# error under --backend cuda (NCCL refuses) and fit with --backend auto (the
+# host reduces the statistics; device "cuda:0,0").
 # Skips (77) where no NVIDIA GPU is visible.
 # usage: cuda_fit.sh GHFIT H5GET WORKDIR
 set -uo pipefail
@@ -31,6 +33,8 @@ for data in d3 d10; do
     relcheck "$llg" "$llc" 1e-10 || { echo "FAIL: $data $model log-likelihoods differ"; fail=1; }
     [ "$itg" = "$itc" ] || { echo "FAIL: $data $model iteration count cuda $itg != cpu $itc"; fail=1; }
     [ "$bk" = "cuda" ] || { echo "FAIL: $data $model backend attribute '$bk', expected cuda"; fail=1; }
+    dv=$("$H" r_${data}_${model}_cuda.h5 /fits/$model device)
+    [ "$dv" = "cuda:0" ] || { echo "FAIL: $data $model device attribute '$dv', expected cuda:0"; fail=1; }
     pmax=$("$H" r_${data}_${model}_cuda.h5 /fits/$model/profile/max 2>/dev/null | tr '\n' ' ')
     [ -n "$pmax" ] || { echo "FAIL: $data $model: no /fits/$model/profile/max in the cuda result"; fail=1; }
     echo "  cuda profile max seconds per phase: $pmax"
@@ -45,9 +49,12 @@ if command -v mpirun >/dev/null && [ "$ngpu" -eq 1 ]; then
     echo "2 ranks, 1 GPU, --backend cuda: $(grep -m1 -i 'gpu\|cuda' log_np2.txt)"
     [ -e r_np2.h5 ] && { echo "FAIL: a result file was left behind"; fail=1; }
   fi
-  # auto picks the CPU there, and still fits
+  # auto uses the GPU there, reducing through the host, and says so
   if mpirun -np 2 "$G" fit --data d3.h5 --model nig --out r_np2auto.h5 --quiet > log_np2auto.txt 2>&1; then
-    echo "2 ranks, 1 GPU, --backend auto: backend $("$H" r_np2auto.h5 / backend)"
+    bk=$("$H" r_np2auto.h5 / backend); dv=$("$H" r_np2auto.h5 /fits/nig device)
+    echo "2 ranks, 1 GPU, --backend auto: backend $bk, device $dv; $(grep -m1 'note:' log_np2auto.txt)"
+    [ "$bk" = cuda ] && [ "$dv" = "cuda:0,0" ] || { echo "FAIL: auto on 2 ranks, 1 GPU: $bk $dv"; fail=1; }
+    grep -q 'through the host' log_np2auto.txt || { echo "FAIL: auto did not say it reduces through the host"; fail=1; }
   else
     echo "FAIL: --backend auto on 2 ranks with 1 GPU: $(tail -1 log_np2auto.txt)"; fail=1
   fi

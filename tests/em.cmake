@@ -27,3 +27,16 @@ add_test(NAME fit_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_families.s
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_families)
 set_tests_properties(fit_families PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+# The CPU E-step's block kernels built for x86-64 (baseline), x86-64-v3 (AVX2,
+# FMA) and x86-64-v4 (AVX-512) give the same bits (src/backend/cpu_block.h).
+ghf_unit_test(NAME test_cpu_isa SOURCES tests/test_cpu_isa.c LABELS em TIMEOUT 120)
+# The GPU each rank of a run uses (src/backend/devmap.h), without a GPU: the
+# pure assignment, and the collective one on 1 and 4 ranks.
+ghf_unit_test(NAME test_devmap SOURCES tests/test_devmap.c LABELS em TIMEOUT 60)
+ghf_mpi_test(NAME test_devmap_np4 NP 4 COMMAND $<TARGET_FILE:test_devmap> LABELS em TIMEOUT 60)
+# Standard errors (--se): ranks, the interpolated posterior, subset vs full,
+# boundary fits, job files, bad values (tests/se.sh; the information itself
+# is checked against a finite-difference Hessian in python/tests/test_se.py).
+add_test(NAME fit_se COMMAND bash ${CMAKE_SOURCE_DIR}/tests/se.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_se)
+set_tests_properties(fit_se PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")

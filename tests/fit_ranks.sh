@@ -30,6 +30,7 @@ echo "gh --p-fixed -0.5: p $pf loglik $llf (nig: $lln)"
 [ "$pf" = "-0.5" ] || { echo "FAIL: p moved to $pf"; fail=1; }
 relcheck "$llf" "$lln" 1e-10 || { echo "FAIL: fixed-p GH != NIG"; fail=1; }
 st=$("$H" r_gh_1.h5 /fits/gh status); echo "status: $st"
+dv=$("$H" r_gh_2.h5 /fits/gh device); [ "$dv" = cpu ] || { echo "FAIL: device attribute '$dv', expected cpu"; fail=1; }
 case "$st" in converged*) ;; *) echo "FAIL: status '$st'"; fail=1;; esac
 # N smaller than the number of ranks: ranks with no rows
 "$G" generate --model nig --dim 1 --n 3 --seed 3 --out tiny.h5 >/dev/null

@@ -14,6 +14,11 @@
  * 4. Plans against the fused evaluator on dense random samples (E-step
  *    orders v = p - d/2 and others), bitwise independence of the requested
  *    range, and the parallel build order.
+ * 5. Folded plans (bessel_fplan.h: the E-step's log and exps folded in)
+ *    against the fused evaluator: G = log K_s + v log z, the ratios
+ *    K_{v+-1}/K_v themselves, D = d/dv log K + log z; bitwise independence of
+ *    the range.  The ratios must be as accurate as exp of the plan's log
+ *    ratios, the E-step's reference (TOL_RATIO x max(1, |log ratio|)).
  *
  * Tolerances (relative, scaled by max(1, |ref|) for logs):
  *    log K 45 eps (~1e-14), log ratios 450 eps (~1e-13), d/dv log K 1e-10
@@ -27,6 +32,7 @@
 
 #include "bessel.h"
 #include "bessel_plan.h"
+#include "bessel_fplan.h"
 
 #define TOL_LOGK (45.0 * DBL_EPSILON)
 #define TOL_RATIO (450.0 * DBL_EPSILON)
@@ -356,6 +362,100 @@ static void test_plans(void)
     else printf("  (no AVX2 on this CPU: the AVX2 plan evaluation is not checked)\n");
 }
 
+/* ---------------------------------------------------------------------- */
+static ghf_bessel_fplan g_fp, g_fp2;
+
+static void build_folded(ghf_bessel_plan *pl, ghf_bessel_fplan *fp, double v, double lo, double hi)
+{
+    ghf_bessel_plan_setup(pl, v, lo, hi);
+    ghf_bessel_fplan_setup(fp, pl);
+    for (int i = 0; i < ghf_bessel_plan_num_nodes(pl); i++) ghf_bessel_plan_node(pl, i);
+    for (int k = ghf_bessel_plan_num_pieces(pl) - 1; k >= 0; k--) {
+        ghf_bessel_fplan_fold(fp, pl, k);
+        ghf_bessel_plan_finish_piece(pl, k);
+    }
+}
+
+static void test_fplans(void)
+{
+    worst wg = {"fplan G = log K_s + v log z", 0, 0, 0, 0}, wu = {"fplan ratio up", 0, 0, 0, 0};
+    worst wn = {"fplan ratio dn", 0, 0, 0, 0}, wd = {"fplan D = d/dv log K + log z", 0, 0, 0, 0};
+    worst wb = {"fplan range independence", 0, 0, 0, 0};
+    worst weu = {"exp(plan log ratio up) (ref)", 0, 0, 0, 0}, wen = {"exp(plan log ratio dn) (ref)", 0, 0, 0, 0};
+    long unusable = 0;
+    const int dims[] = {1, 2, 3, 5, 8, 10, 20, 50, 70, 100, 200, 500, 1000};
+    const double extra[] = {0.0, 1e-9, 0.5, -0.5, 34.99, 35.0, -1000.5, -3e4};
+    int nd = (int)(sizeof dims / sizeof dims[0]), ne = (int)(sizeof extra / sizeof extra[0]);
+    for (int t = 0; t < nd + ne; t++) {
+        double v = (t < nd) ? (-10.0 + 20.0 * urand()) - 0.5 * dims[t] : extra[t - nd];
+        double zc = (fabs(v) > 1.0) ? fabs(v) : 1.0;
+        double lo = zc * pow(10.0, -4.0 + 3.0 * urand()), hi = lo * pow(10.0, 1.0 + 5.0 * urand());
+        if (hi > 1e5) hi = 1e5;
+        build_folded(&g_pl, &g_fp, v, lo, hi);
+        for (int i = 0; i < 4000; i++) {
+            double z = (i % 3 == 0 && fabs(v) > 2.0) ? fabs(v) * (0.3 + 1.7 * urand()) : lo * pow(hi / lo, urand());
+            const ghf_bessel_fplan_piece *F = ghf_bessel_fplan_piece_of(&g_fp, z);
+            if (!F) {
+                unusable += ghf_bessel_plan_eval(&g_pl, z).logk_s == ghf_bessel_fused(v, z).logk_s ? 0 : 1;
+                continue;
+            }
+            double r[4], llo;
+            ghf_bessel_fplan_eval_piece(F, z, r);
+            const ghf_bessel_eval b = ghf__bessel_fused_ext(v, z, &llo), a = ghf_bessel_plan_eval(&g_pl, z);
+            const long double lz = logl((long double)z);
+            const long double gref = (long double)b.logk_s + llo + (long double)v * lz;
+            const double gs = fmax(1.0, fmax(fabs(b.logk_s), fabs(v * (double)lz)));
+            check(&wg, (double)(((long double)r[0] - gref) / gs), 0.0L, TOL_LOGK, 0, v, z);
+            const long double ru = expl((long double)b.log_ratio_up), rn = expl((long double)b.log_ratio_dn);
+            const double su = fmax(1.0, fabs(b.log_ratio_up)), sn = fmax(1.0, fabs(b.log_ratio_dn));
+            check(&wu, (double)(((long double)r[1] - ru) / ru / su), 0.0L, TOL_RATIO, 0, v, z);
+            check(&wn, (double)(((long double)r[2] - rn) / rn / sn), 0.0L, TOL_RATIO, 0, v, z);
+            check(&weu, (double)(((long double)exp(a.log_ratio_up) - ru) / ru / su), 0.0L, TOL_RATIO, 0, v, z);
+            check(&wen, (double)(((long double)exp(a.log_ratio_dn) - rn) / rn / sn), 0.0L, TOL_RATIO, 0, v, z);
+            const double ds = fmax(1.0, fmax(fabs(b.dlogk_dv), fabs((double)lz)));
+            check(&wd, (double)(((long double)r[3] - ((long double)b.dlogk_dv + lz)) / ds), 0.0L, TOL_DLOGK, 0, v,
+                  z);
+        }
+        /* another range: the common pieces have the same bits */
+        double lo2 = lo * pow(10.0, 0.3 + urand()), hi2 = hi * 3.7;
+        build_folded(&g_pl2, &g_fp2, v, lo2, hi2);
+        for (int i = 0; i < 500; i++) {
+            double z = lo2 * pow(hi / lo2, urand());
+            const ghf_bessel_fplan_piece *F = ghf_bessel_fplan_piece_of(&g_fp, z),
+                                         *F2 = ghf_bessel_fplan_piece_of(&g_fp2, z);
+            double r[4] = {0}, r2[4] = {0};
+            if (F) ghf_bessel_fplan_eval_piece(F, z, r);
+            if (F2) ghf_bessel_fplan_eval_piece(F2, z, r2);
+            check(&wb, ((F == 0) != (F2 == 0) || memcmp(r, r2, sizeof r)) ? 1.0 : 0.0, 0.0L, 0.5, 1, v, z);
+        }
+    }
+    /* a piece with a value that is not finite (a ratio overflowing at a
+     * node) is marked unusable; rows there take the per-row path */
+    {
+        worst wx = {"fplan unusable piece", 0, 0, 0, 0};
+        ghf_bessel_plan_setup(&g_pl, -3.5, 0.5, 8.0);
+        ghf_bessel_fplan_setup(&g_fp, &g_pl);
+        for (int i = 0; i < ghf_bessel_plan_num_nodes(&g_pl); i++) ghf_bessel_plan_node(&g_pl, i);
+        g_pl.piece[1].buf[2 * GHF_BESSEL_PLAN_NODES + 3] = 1e300; /* log ratio up at a node of piece 1 */
+        for (int k = 0; k < ghf_bessel_plan_num_pieces(&g_pl); k++) ghf_bessel_fplan_fold(&g_fp, &g_pl, k);
+        const double z1 = 0.5 * (ghf__plan_piece_left(g_pl.kfirst + 1) + ghf__plan_piece_left(g_pl.kfirst + 2));
+        check(&wx, ghf_bessel_fplan_piece_of(&g_fp, z1) == 0 ? 0.0 : 1.0, 0.0L, 0.5, 1, -3.5, z1);
+        check(&wx, ghf_bessel_fplan_piece_of(&g_fp, 0.6) != 0 ? 0.0 : 1.0, 0.0L, 0.5, 1, -3.5, 0.6);
+        report(&wx);
+    }
+    report(&wg);
+    report(&wu);
+    report(&wn);
+    report(&wd);
+    report(&wb);
+    report(&weu);
+    report(&wen);
+    if (unusable) {
+        fprintf(stderr, "FAIL: %ld points outside the folded plan's usable pieces are not the plan's\n", unusable);
+        g_fail++;
+    }
+}
+
 int main(void)
 {
     printf("tolerances: log K %.3g (45 eps), log ratios %.3g (450 eps), d/dv log K %.3g\n", TOL_LOGK, TOL_RATIO,
@@ -364,6 +464,7 @@ int main(void)
     test_random_ref();
     test_properties();
     test_plans();
+    test_fplans();
     printf("%ld checks, %d failures\n", g_checks, g_fail);
     return g_fail ? 1 : 0;
 }

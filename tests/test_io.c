@@ -511,6 +511,54 @@ static void test_gen_errors(void)
     CHECK(st == 2 && access(pg, F_OK) != 0, "gen with 16 bits: %d %s", st, err);
 }
 
+/* ghf_h5_read_shard_f32: a float32 dataset stays float32 (x32, x NULL) with
+ * exactly the values whose widening the double read gives, also through
+ * windows, dropped rows and chunked storage; other types come back in x as
+ * before; ghf_shard_widen then gives the double read's bytes. */
+static void f32_case(const char *what, const char *name, const char *ds, int64_t w0, int drop, int is_f32)
+{
+    char path[512], err[512] = "", err2[512] = "";
+    path_in_dir(path, sizeof path, name);
+    ghf_read_opts o = {path, ds, w0, -1, 1, drop, 0};
+    ghf_shard a, b;
+    const int st = ghf_h5_read_shard(MPI_COMM_WORLD, &o, &a, err, sizeof err);
+    const int st2 = ghf_h5_read_shard_f32(MPI_COMM_WORLD, &o, &b, err2, sizeof err2);
+    CHECK(st == st2 && strcmp(err, err2) == 0, "%s: f32 read status %d '%s' vs %d '%s'", what, st2, err2, st, err);
+    if (st || st2) {
+        if (!st) ghf_shard_free(&a);
+        if (!st2) ghf_shard_free(&b);
+        return;
+    }
+    CHECK(a.nrows == b.nrows && a.n_global == b.n_global && a.row0 == b.row0 && a.n_dropped == b.n_dropped &&
+              a.file_dtype_bits == b.file_dtype_bits,
+          "%s: shard shapes differ", what);
+    const int64_t m = a.nrows * a.d;
+    if (is_f32) {
+        CHECK(b.x == NULL && (b.nrows == 0) == (b.x32 == NULL), "%s: float32 kept in x32 only", what);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m && b.x32; i++) bad += (double)b.x32[i] != a.x[i];
+        CHECK(bad == 0, "%s: %" PRId64 " float32 values differ from the widened read", what, bad);
+    } else {
+        CHECK(b.x32 == NULL && (b.nrows == 0) == (b.x == NULL), "%s: not float32: read into x", what);
+    }
+    CHECK(ghf_shard_widen(&b) == 0 && b.x32 == NULL, "%s: widen", what);
+    CHECK(m == 0 || memcmp(a.x, b.x, (size_t)m * sizeof(double)) == 0, "%s: widened bytes differ", what);
+    ghf_shard_free(&a);
+    ghf_shard_free(&b);
+}
+
+static void test_f32_keep(void)
+{
+    f32_case("f32: contiguous", "m32.h5", NULL, 0, 0, 1);
+    f32_case("f32: window", "m32.h5", NULL, 7, 0, 1);
+    f32_case("f32: chunked", "chunked.h5", "/f32", 2, 0, 1);
+    f32_case("f32: int32 is widened", "chunked.h5", "/i32", 0, 0, 0);
+    f32_case("f32: float64 is read as it is", "m64.h5", "/data/matrix", 0, 0, 0);
+    f32_case("f32: non-finite rows are an error", "nonfinite.h5", NULL, 0, 0, 1);
+    f32_case("f32: non-finite rows dropped", "nonfinite.h5", NULL, 0, 1, 1);
+    f32_case("f32: non-finite rows dropped, window", "nonfinite.h5", NULL, 6, 1, 1);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -532,6 +580,7 @@ int main(int argc, char **argv)
     test_chunked_and_int();
     test_bad_inputs();
     test_nonfinite();
+    test_f32_keep();
     test_gen_errors();
 
     int fails = 0, checks = 0;

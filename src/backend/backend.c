@@ -1,8 +1,39 @@
-/* backend.c - choosing a backend, collectively. */
+/* backend.c - choosing a backend and the GPUs, collectively. */
 #include "backend.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "devmap.h"
+#ifdef GHFIT_HAVE_CUDA
+#include "cuda_opts.h"
+#endif
+
+/* this rank's GPU, from ghf_backend_map_devices */
+static int g_plan_set = 0, g_plan_dev = 0;
+
+int ghf__backend_device_plan(int *dev)
+{
+    if (g_plan_set) *dev = g_plan_dev;
+    return g_plan_set;
+}
+
+void ghf_backend_map_devices(MPI_Comm world, MPI_Comm group, const char *which)
+{
+    int ngpu = 0;
+#ifdef GHFIT_HAVE_CUDA
+    if (strcmp(which, "cpu") != 0) ngpu = ghf_cuda_device_count();
+#endif
+    int dev = 0, shared = 0, wrank = 0, gmin = ngpu;
+    char note[1024];
+    MPI_Comm_rank(world, &wrank);
+    MPI_Allreduce(&ngpu, &gmin, 1, MPI_INT, MPI_MIN, world);
+    const int rc = ghf_devmap_collective(world, group, ngpu > 0 ? ngpu : 1, &dev, &shared, note, sizeof note);
+    g_plan_set = rc == 0 && ngpu > 0;
+    g_plan_dev = dev;
+    if (wrank == 0 && rc == 0 && gmin > 0 && strcmp(which, "cpu") != 0)
+        fprintf(stderr, "ghfit: note: --backend %s: GPUs for the groups: %s\n", which, note);
+}
 
 const char *ghf_backends_compiled(void)
 {
@@ -49,17 +80,21 @@ ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *
     ghf_backend *be = NULL;
     int ok;
 #ifdef GHFIT_HAVE_CUDA
-    /* auto: a GPU of its own for every rank, or the CPU */
-    if (want_cuda == -1 && all_have && ghf_cuda_ranks_share_gpu(comm)) {
-        int rank = 0;
-        MPI_Comm_rank(comm, &rank);
-        if (rank == 0)
-            fprintf(stderr, "ghfit: note: ranks would share a GPU (more ranks than GPUs on a node); "
-                            "--backend auto uses the CPU\n");
-        all_have = 0;
-    }
     if (all_have) {
-        be = ghf_backend_cuda_create(comm, x, nrows, d, err, errlen);
+        ghf_cuda_opts o;
+        ghf_cuda_opts_default(&o);
+        /* auto: ranks that must share a GPU reduce through the host (NCCL
+         * refuses two ranks of one communicator on one device) */
+        if (want_cuda == -1 && o.reduce == GHF_CUDA_REDUCE_NCCL && ghf_cuda_ranks_share_gpu(comm)) {
+            static int noted = 0;
+            int rank = 0;
+            MPI_Comm_rank(comm, &rank);
+            if (rank == 0 && !noted++)
+                fprintf(stderr, "ghfit: note: ranks of this fit share a GPU (more ranks than GPUs on a node); "
+                                "--backend auto reduces the statistics through the host (MPI)\n");
+            o.reduce = GHF_CUDA_REDUCE_MPI;
+        }
+        be = ghf_backend_cuda_create_opts(comm, x, nrows, d, &o, err, errlen);
         ok = be != NULL;
         int all_ok = ok;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);

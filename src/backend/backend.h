@@ -35,6 +35,10 @@ struct ghf_backend {
     int64_t n_calls;
     /* Bessel evaluation strategy used in the last call (diagnostic): 0 direct, 1 plan */
     int last_used_plan;
+    /* What runs the E-step, the same on every rank: "cpu", or "cuda:" and the
+     * CUDA device of each rank of the communicator in rank order ("cuda:0,1");
+     * recorded in the result file (attribute `device` of each fit). */
+    char device[96];
     void *impl;
 };
 
@@ -54,6 +58,10 @@ int ghf_backend_cpu_rows(ghf_backend *be, const ghf_estep_input *in, double *q, 
 /* Tests: plain loops for d <= small_d_max (else BLAS; at most 32), and the
  * Bessel plan: -1 auto (when the shard pays for it), 0 never, 1 always. */
 void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode);
+/* Tests and benchmarks: the per-row moments by the scalar reference path
+ * (ref = 1: ghf_estep_point, one log and two exps per row) or by the folded
+ * plan over arrays of rows (ref = 0, the default; src/backend/cpu_block.h). */
+void ghf_backend_cpu_tune_path(ghf_backend *be, int ref);
 
 #ifdef GHFIT_HAVE_CUDA
 /* Number of usable CUDA devices on this rank; 0 on any error (no driver, no device). */
@@ -65,8 +73,22 @@ ghf_backend *ghf_backend_cuda_create(MPI_Comm comm, const double *x, int64_t nro
                                      char *err, size_t errlen);
 #endif
 
+/* Collective over world, once, after world is split into groups that fit on
+ * their own communicators (group; every rank in exactly one): chooses each
+ * rank's GPU from the world's node-local layout (src/backend/devmap.h: a
+ * group's ranks on distinct GPUs, groups spread over all GPUs of a node) for
+ * the CUDA backends created later on group, and, when which is "auto" or
+ * "cuda" and the ranks have GPUs, says on world rank 0 what it chose.
+ * Without this call a CUDA backend assigns the GPUs of its own
+ * communicator's ranks the same way. */
+void ghf_backend_map_devices(MPI_Comm world, MPI_Comm group, const char *which);
+/* The device chosen by ghf_backend_map_devices for this rank: 1 and *dev, or 0 if none was. */
+int ghf__backend_device_plan(int *dev);
+
 /* Choose and create a backend: which = "auto", "cpu" or "cuda".  Collective:
- * all ranks agree (auto picks cuda only when every rank has a GPU).
+ * all ranks agree (auto picks cuda only when every rank has a GPU; where
+ * ranks of comm must share a GPU, auto reduces the statistics through the
+ * host instead of NCCL, which refuses that, and says so).
  * Returns NULL with a message (status 2 for a bad choice, 1 otherwise) in *status. */
 ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *x, int64_t nrows,
                                 int d, int *status, char *err, size_t errlen);

@@ -20,22 +20,17 @@
 
 #include "agree.h"
 #include "backend.h"
-#include "bessel_plan.h"
+#include "cpu_block.h"
 #include "xreduce.h"
 
-#define CPU_BLOCK GHF_ROW_BLOCK
-/* The hot loops are also compiled for AVX2 and picked at run time (GCC
- * function multiversioning); FP contraction stays off, so the results are
- * the same bits on every x86-64. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define GHF_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define GHF_CPU_CLONES
-#endif
-/* up to this d the d x d work is plain loops (BLAS call overhead dominates below) */
-#define CPU_SMALL_D 32
-/* per-thread scratch: two blocks of rows and five row vectors */
-#define CPU_TBUF(d) (2 * CPU_BLOCK * (d) + 5 * CPU_BLOCK)
+/* sub-blocks of the kernels; the exact sums add one partial per GHF_ROW_BLOCK rows */
+#define CPU_BLOCK GHF_CPU_BLOCK
+#define CPU_UNIT GHF_ROW_BLOCK
+_Static_assert(GHF_ROW_BLOCK % GHF_CPU_BLOCK == 0, "cpu_block.h and xreduce.h agree on the blocks");
+#define CPU_SMALL_D GHF_CPU_SMALL_D
+/* per-thread scratch (doubles, a multiple of 8): two blocks of rows (d + 3
+ * columns), eight row vectors, the s6 tiles' accumulators */
+#define CPU_TBUF(d) (2 * CPU_BLOCK * ((d) + 3) + 8 * CPU_BLOCK + ((d) <= CPU_SMALL_D ? ghf__cpu_sums_scratch(d) : 0))
 /* Build the plan only when the fit (all ranks) has this many rows per plan node. */
 #define CPU_PLAN_ROWS_PER_NODE 4
 
@@ -50,12 +45,15 @@ typedef struct cpu_impl {
     int len;
     int small_d;   /* d up to which plain loops replace BLAS */
     int plan_mode; /* -1 auto, 0 never, 1 always */
+    int ref_path;  /* 1: the per-row moments by the scalar reference (ghf_estep_point) */
     double xnorm_max;   /* largest row norm over all ranks */
     double *tstats;     /* [nthreads][len] a block's partial sums */
     ghf_xsum *txs;      /* [nthreads][len] the blocks' partials, added exactly */
     double *tbuf;       /* [nthreads][CPU_TBUF(d)] */
     ghf_bessel_plan *plan;
+    ghf_bessel_fplan *fplan; /* the plan folded with the per-row log and exps */
     int plan_avx2; /* evaluate the plan with ghf_bessel_plan_eval_avx2 (same bits) */
+    const ghf_cpu_kernels *k; /* the block kernels for this CPU's instruction set */
     /* ghf_backend_cpu_rows: where the pass also leaves each row's q, log f,
      * E[Y|x] and E[1/Y|x] (NULL: not kept) */
     double *row_q, *row_ll, *row_v, *row_u;
@@ -70,126 +68,18 @@ static void cpu_destroy(ghf_backend *be)
         free(c->txs);
         free(c->tbuf);
         free(c->plan);
+        free(c->fplan);
         free(c);
     }
     free(be);
 }
 
-/* Small d: the block's partial sums s4 += sum x, s5 += sum u x and the lower
- * triangle of s6 += sum u x x^T, as dot products over the block's rows
- * (columns contiguous).  Two interleaved accumulators per dot product: the
- * compiler keeps them in one vector register without reassociating anything,
- * so every instruction set gives the same bits. */
-#if defined(__GNUC__)
-/* Four-lane accumulators: the sums are formed lane by lane in the same order
- * whatever the vector width the compiler lowers them to. */
-typedef double ghf_v4d __attribute__((vector_size(32)));
-static inline double dot_v4(const double *a, const double *b, int n)
-{
-    ghf_v4d acc = {0.0, 0.0, 0.0, 0.0};
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        ghf_v4d va, vb;
-        memcpy(&va, a + i, sizeof va);
-        memcpy(&vb, b + i, sizeof vb);
-        acc += va * vb;
-    }
-    double t = 0.0;
-    for (; i < n; i++) t += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
-}
-static inline double sum_v4(const double *a, int n)
-{
-    ghf_v4d acc = {0.0, 0.0, 0.0, 0.0};
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        ghf_v4d va;
-        memcpy(&va, a + i, sizeof va);
-        acc += va;
-    }
-    double t = 0.0;
-    for (; i < n; i++) t += a[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
-}
-#else
-static inline double dot_v4(const double *a, const double *b, int n)
-{
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    int i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int l = 0; l < 4; l++) acc[l] += a[i + l] * b[i + l];
-    double t = 0.0;
-    for (; i < n; i++) t += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
-}
-static inline double sum_v4(const double *a, int n)
-{
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    int i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int l = 0; l < 4; l++) acc[l] += a[i + l];
-    double t = 0.0;
-    for (; i < n; i++) t += a[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
-}
-#endif
-
-/* Small d: the block's partial sums s4 += sum x, s5 += sum u x and the lower
- * triangle of s6 += sum u x x^T, as dot products over the block's rows
- * (columns contiguous), with four-lane accumulators (the same bits for every
- * instruction set the function is compiled for). */
-GHF_CPU_CLONES
-static void block_sums_small(int d, const double *xb, int nb, const double *ub, double *restrict xT,
-                             double *restrict ux, double *s4, double *s5, double *s6)
-{
-    for (int j = 0; j < d; j++) {
-        double *restrict col = xT + (size_t)j * CPU_BLOCK;
-        for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j];
-    }
-    for (int j = 0; j < d; j++) {
-        const double *restrict xj = xT + (size_t)j * CPU_BLOCK;
-        for (int i = 0; i < nb; i++) ux[i] = ub[i] * xj[i];
-        s4[j] += sum_v4(xj, nb);
-        s5[j] += sum_v4(ux, nb);
-        double *row = s6 + (size_t)j * d;
-        for (int kk = 0; kk <= j; kk++) row[kk] += dot_v4(ux, xT + (size_t)kk * CPU_BLOCK, nb);
-    }
-}
-
-/* q and zw of the block's rows (into qv, zwv); scratch has CPU_TBUF(d) doubles
- * and the first CPU_BLOCK*d + 2*CPU_BLOCK of it are used. */
-GHF_CPU_CLONES
-static void block_qzw(const cpu_impl *c, const ghf_estep_input *in, const double *xb, int nb,
-                      double *scratch, double *qv, double *zwv)
+/* Large d: q and zw of the block's rows by BLAS (dtrmm); scratch holds
+ * CPU_BLOCK*d doubles. */
+static void block_qzw_blas(const cpu_impl *c, const ghf_estep_input *in, const double *xb, int nb,
+                           double *zb, double *qv, double *zwv)
 {
     const int d = c->d;
-    if (d <= c->small_d) {
-        /* small d: the block transposed (columns contiguous), so every loop
-         * below runs over rows and vectorises */
-        double *restrict dT = scratch, *restrict zj = scratch + (size_t)CPU_BLOCK * d;
-        for (int j = 0; j < d; j++) {
-            const double m = in->mu[j];
-            double *col = dT + (size_t)j * CPU_BLOCK;
-            for (int i = 0; i < nb; i++) col[i] = xb[(size_t)i * d + j] - m;
-        }
-        for (int i = 0; i < nb; i++) qv[i] = zwv[i] = 0.0;
-        for (int j = 0; j < d; j++) {
-            const double *lj = in->linv + (size_t)j * d;
-            const double wj = in->w[j];
-            for (int i = 0; i < nb; i++) zj[i] = lj[0] * dT[i];
-            for (int kk = 1; kk <= j; kk++) {
-                const double l = lj[kk];
-                const double *restrict col = dT + (size_t)kk * CPU_BLOCK;
-                for (int i = 0; i < nb; i++) zj[i] += l * col[i];
-            }
-            for (int i = 0; i < nb; i++) {
-                qv[i] += zj[i] * zj[i];
-                zwv[i] += zj[i] * wj;
-            }
-        }
-        return;
-    }
-    double *zb = scratch;
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < d; j++) zb[(size_t)i * d + j] = xb[(size_t)i * d + j] - in->mu[j];
     /* Z = (X - mu) L^-T, i.e. row i becomes L^-1 (x_i - mu) */
@@ -207,124 +97,137 @@ static void block_qzw(const cpu_impl *c, const ghf_estep_input *in, const double
     }
 }
 
+/* Large d: the sub-block's s4, s5 and the lower triangle of s6 added by BLAS (dgemv, dsyrk). */
+static void block_sums_blas(int d, const double *xb, int nb, const double *ub, double *wb, double *s4,
+                            double *s5, double *s6)
+{
+    for (int i = 0; i < nb; i++) {
+        const double su = sqrt(ub[i]);
+        for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
+    }
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
+    cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 1.0, s5, 1);
+    cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 1.0, s6, d);
+}
+
+/* One sub-block of CPU_BLOCK rows: its partial sums added to acc[len] (the
+ * layout of the statistics; only the lower triangle of s6). */
+static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cpu_bessel *bs, int64_t bi,
+                      double *wb, double *acc)
+{
+    const int d = c->d;
+    const int64_t r0 = bi * CPU_BLOCK;
+    const int nb = (int)((r0 + CPU_BLOCK <= c->nrows) ? CPU_BLOCK : c->nrows - r0);
+    const double *xb = c->x + (size_t)r0 * d;
+    /* scratch: [CPU_BLOCK*(d+3)] packed rows or sqrt(u) x | [CPU_BLOCK*(d+3)] z rows |
+     * q zw u v l ll (ux unused) | s6 tile accumulators */
+    double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
+    double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK, *ub = zwv + CPU_BLOCK;
+    double *vb = ub + CPU_BLOCK, *lb = vb + CPU_BLOCK, *llb = lb + CPU_BLOCK, *ux = llb + CPU_BLOCK;
+    const int small = d <= c->small_d;
+    if (small) {
+        const int64_t r1 = r0 + CPU_BLOCK;
+        const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
+        c->k->pack(d, xb, nb, xT);
+        c->k->qzw(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
+    } else {
+        block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
+    }
+    if (c->ref_path)
+        c->k->moments_ref(bs, qv, zwv, nb, ub, vb, lb, llb);
+    else
+        c->k->moments_vec(bs, qv, zwv, nb, ub, vb, lb, llb);
+    if (c->row_ll) { /* ghf_backend_cpu_rows: the rows' own values, before row_sums zeroes u where not finite */
+        memcpy(c->row_q + r0, qv, (size_t)nb * sizeof(double));
+        memcpy(c->row_ll + r0, llb, (size_t)nb * sizeof(double));
+        memcpy(c->row_v + r0, vb, (size_t)nb * sizeof(double));
+        memcpy(c->row_u + r0, ub, (size_t)nb * sizeof(double));
+    }
+    double rs[6]; /* s1 s2 s3 ll bad zwa */
+    c->k->row_sums(nb, ub, vb, lb, llb, zwv, rs);
+    /* the sub-block's partial sums: scalars, s4, s5, lower triangle of s6 */
+    acc[GHF_ST_N] += nb;
+    acc[GHF_ST_S1] += rs[0];
+    acc[GHF_ST_S2] += rs[1];
+    acc[GHF_ST_S3] += rs[2];
+    acc[GHF_ST_LL] += rs[3];
+    acc[GHF_ST_NBAD] += rs[4];
+    acc[GHF_ST_ZWABS] += rs[5]; /* the stop flag is added once, by the caller */
+    double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
+    if (small)
+        c->k->sums(d, xT, nb, ub, s4, s5, s6, ux + CPU_BLOCK);
+    else
+        block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6);
+}
+
+/* The plan (and its folded form) for this iteration's order over a range of
+ * Bessel arguments from global quantities only (so every rank builds the
+ * same pieces): q = |L^-1 (x - mu)|^2 <= |L^-1|_F^2 (max|x| + |mu|)^2.
+ * Pieces lie on a fixed grid; arguments outside the built pieces fall back
+ * to direct evaluation.  Returns 1 if the plan is used. */
+static int cpu_build_plan(cpu_impl *c, const ghf_estep_input *in)
+{
+    const int d = c->d;
+    const ghf_estep_consts *kc = &in->c;
+    if (c->n_global <= 0 || c->plan_mode == 0) return 0;
+    double lf = 0.0, mu2 = 0.0;
+    for (int i = 0; i < d * d; i++) lf += in->linv[i] * in->linv[i];
+    for (int j = 0; j < d; j++) mu2 += in->mu[j] * in->mu[j];
+    const double r = c->xnorm_max + sqrt(mu2);
+    const double zmax = ghf_estep_arg(kc, lf * r * r);
+    double zmin = ghf_estep_arg(kc, 0.0);
+    /* b = 0 (vg): z = sqrt(A q) reaches 0 at mu; the plan covers the top 30
+     * octaves and the rows below them (q < 2^-60 of the bound) are evaluated
+     * directly */
+    if (zmin == 0.0) zmin = ldexp(zmax, -30);
+    if (!isfinite(zmax) || ghf_bessel_plan_setup(c->plan, kc->P, zmin, zmax) != 0) return 0;
+    const int nn = ghf_bessel_plan_num_nodes(c->plan);
+    if (c->plan_mode != 1 && (int64_t)nn * CPU_PLAN_ROWS_PER_NODE > c->n_global) return 0;
+    const int np = ghf_bessel_plan_num_pieces(c->plan);
+    const int fold = !c->ref_path;
+    ghf_bessel_fplan_setup(c->fplan, c->plan);
+#pragma omp parallel num_threads(c->nthreads)
+    {
+#pragma omp for schedule(dynamic, 4)
+        for (int i = 0; i < nn; i++) ghf_bessel_plan_node(c->plan, i);
+#pragma omp for schedule(static)
+        for (int i = 0; i < np; i++) {
+            if (fold) ghf_bessel_fplan_fold(c->fplan, c->plan, i); /* reads the node values */
+            ghf_bessel_plan_finish_piece(c->plan, i);
+        }
+    }
+    return 1;
+}
+
 static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, char *err,
                      size_t errlen)
 {
     cpu_impl *c = be->impl;
     const int d = c->d, len = c->len;
-    const int64_t n = c->nrows;
-    const int64_t nblk = (n + CPU_BLOCK - 1) / CPU_BLOCK;
-    const ghf_estep_consts kc = in->c;
+    const int64_t nunit = (c->nrows + CPU_UNIT - 1) / CPU_UNIT;
     const double t0 = MPI_Wtime();
-
-    /* The plan's range of Bessel arguments, from global quantities only (so
-     * every rank builds the same pieces): q = |L^-1 (x - mu)|^2 <=
-     * |L^-1|_F^2 (max|x| + |mu|)^2.  Pieces lie on a fixed grid; arguments
-     * outside the built pieces fall back to direct evaluation. */
-    int use_plan = 0;
-    if (c->n_global > 0 && c->plan_mode != 0) {
-        double lf = 0.0, mu2 = 0.0;
-        for (int i = 0; i < d * d; i++) lf += in->linv[i] * in->linv[i];
-        for (int j = 0; j < d; j++) mu2 += in->mu[j] * in->mu[j];
-        const double r = c->xnorm_max + sqrt(mu2);
-        const double zmin = ghf_estep_arg(&kc, 0.0), zmax = ghf_estep_arg(&kc, lf * r * r);
-        if (isfinite(zmax) && ghf_bessel_plan_setup(c->plan, kc.P, zmin, zmax) == 0) {
-            const int nn = ghf_bessel_plan_num_nodes(c->plan);
-            if (c->plan_mode == 1 || (int64_t)nn * CPU_PLAN_ROWS_PER_NODE <= c->n_global) {
-                use_plan = 1;
-                const int np = ghf_bessel_plan_num_pieces(c->plan);
-#pragma omp parallel num_threads(c->nthreads)
-                {
-#pragma omp for schedule(dynamic, 4)
-                    for (int i = 0; i < nn; i++) ghf_bessel_plan_node(c->plan, i);
-#pragma omp for schedule(static)
-                    for (int i = 0; i < np; i++) ghf_bessel_plan_finish_piece(c->plan, i);
-                }
-            }
-        }
-    }
+    const int use_plan = cpu_build_plan(c, in);
     be->last_used_plan = use_plan;
+    const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL,
+                               use_plan && !c->ref_path ? c->fplan : NULL, c->plan_avx2};
 
-    /* one pass: quadratic forms, moments and sums, block by block */
+    /* one pass: quadratic forms, moments and sums, unit by unit (each in
+     * sub-blocks), one exact addition per unit and statistic */
 #pragma omp parallel num_threads(c->nthreads)
     {
         const int tid = omp_get_thread_num();
         double *acc = c->tstats + (size_t)tid * (size_t)len;
         ghf_xsum *xs = c->txs + (size_t)tid * (size_t)len;
         double *wb = c->tbuf + (size_t)tid * (size_t)CPU_TBUF(d);
-        /* scratch layout: [CPU_BLOCK*d] rows | ub | ux | qv | zwv */
-        double *ub = wb + (size_t)CPU_BLOCK * d;
-        double *qv = ub + 2 * CPU_BLOCK, *zwv = qv + CPU_BLOCK;
-        double *scratch2 = wb + (size_t)CPU_BLOCK * d + 4 * CPU_BLOCK; /* [CPU_BLOCK*d + CPU_BLOCK] */
-        const ghf_bessel_plan *plan = c->plan;
-        /* ghf_backend_cpu_rows: the rows' results (locals: no aliasing with c) */
-        const int keep_rows = c->row_ll != NULL;
-        double *restrict rq = c->row_q, *restrict rll = c->row_ll, *restrict rv = c->row_v, *restrict ru = c->row_u;
         for (int i = 0; i < len; i++) ghf_xsum_init(&xs[i]);
 #pragma omp for schedule(static)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            const int64_t r0 = bi * CPU_BLOCK;
-            const int nb = (int)((r0 + CPU_BLOCK <= n) ? CPU_BLOCK : n - r0);
-            const double *xb = c->x + (size_t)r0 * d;
-            block_qzw(c, in, xb, nb, scratch2, qv, zwv);
-            double s1 = 0.0, s2 = 0.0, s3 = 0.0, ll = 0.0, bad = 0.0, zwa = 0.0;
-            for (int i = 0; i < nb; i++) {
-                const double q = qv[i];
-                const double z = ghf_estep_arg(&kc, q);
-                ghf_bessel_eval bk;
-                if (!use_plan)
-                    bk = ghf_bessel_fused(kc.P, z);
-#ifdef GHF_BESSEL_PLAN_AVX2
-                else if (c->plan_avx2)
-                    bk = ghf_bessel_plan_eval_avx2(plan, z);
-#endif
-                else
-                    bk = ghf_bessel_plan_eval(plan, z);
-                const ghf_point pt = ghf_estep_point(&kc, q, zwv[i], bk);
-                if (keep_rows) {
-                    rq[r0 + i] = q;
-                    rll[r0 + i] = pt.ll;
-                    rv[r0 + i] = pt.v;
-                    ru[r0 + i] = pt.u;
-                }
-                if (isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll)) {
-                    s1 += pt.u;
-                    s2 += pt.v;
-                    s3 += pt.l;
-                    ll += pt.ll;
-                    zwa += fabs(zwv[i]);
-                    ub[i] = pt.u;
-                } else {
-                    bad += 1.0;
-                    ub[i] = 0.0;
-                }
-            }
-            /* the block's partial sums: scalars, s4, s5, lower triangle of s6 */
-            acc[GHF_ST_N] = nb;
-            acc[GHF_ST_S1] = s1;
-            acc[GHF_ST_S2] = s2;
-            acc[GHF_ST_S3] = s3;
-            acc[GHF_ST_LL] = ll;
-            acc[GHF_ST_NBAD] = bad;
-            acc[GHF_ST_STOP] = 0.0; /* the stop flag is added once, below */
-            acc[GHF_ST_ZWABS] = zwa;
-            double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
-            for (int j = 0; j < d; j++) s4[j] = s5[j] = 0.0;
-            for (int j = 0; j < d; j++)
-                for (int k = 0; k <= j; k++) s6[j * d + k] = 0.0;
-            if (d <= c->small_d) {
-                block_sums_small(d, xb, nb, ub, wb, ub + CPU_BLOCK, s4, s5, s6);
-            } else {
-                for (int i = 0; i < nb; i++) {
-                    const double su = sqrt(ub[i]);
-                    for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
-                }
-                for (int i = 0; i < nb; i++)
-                    for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
-                cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 0.0, s5, 1);
-                cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 0.0, s6, d);
-            }
+        for (int64_t ui = 0; ui < nunit; ui++) {
+            memset(acc, 0, (size_t)len * sizeof(double));
+            const int64_t b1 = ((ui + 1) * CPU_UNIT < c->nrows ? (ui + 1) * CPU_UNIT : c->nrows);
+            for (int64_t bi = ui * (CPU_UNIT / CPU_BLOCK); bi * CPU_BLOCK < b1; bi++) cpu_block(c, in, &bs, bi, wb, acc);
             for (int i = 0; i < GHF_ST_S4 + 2 * d; i++) ghf_xsum_add(&xs[i], acc[i]);
+            const double *s6 = acc + ghf_stats_s6(d);
             for (int j = 0; j < d; j++)
                 for (int k = 0; k <= j; k++) ghf_xsum_add(&xs[ghf_stats_s6(d) + j * d + k], s6[j * d + k]);
         }
@@ -355,6 +258,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     if (ghf_agree(comm, !be || !c, NULL, 0)) goto oom;
     be->impl = c;
     be->name = "cpu";
+    snprintf(be->device, sizeof be->device, "cpu");
     be->estep = cpu_estep;
     be->destroy = cpu_destroy;
     /* BLAS runs inside our OpenMP threads: keep it single-threaded there. */
@@ -365,6 +269,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     c->d = d;
     c->len = ghf_stats_len(d);
     c->small_d = CPU_SMALL_D;
+    c->k = ghf__cpu_kernels();
 #ifdef GHF_BESSEL_PLAN_AVX2
     c->plan_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
@@ -373,9 +278,10 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
     if (c->nthreads < 1) c->nthreads = 1;
     c->tstats = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(double));
     c->txs = malloc((size_t)c->nthreads * (size_t)c->len * sizeof(ghf_xsum));
-    c->tbuf = malloc((size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double));
+    c->tbuf = aligned_alloc(64, (size_t)c->nthreads * (size_t)CPU_TBUF(d) * sizeof(double)); /* vectors of 8 */
     c->plan = malloc(sizeof *c->plan);
-    int fail = !c->tstats || !c->txs || !c->tbuf || !c->plan;
+    c->fplan = malloc(sizeof *c->fplan);
+    int fail = !c->tstats || !c->txs || !c->tbuf || !c->plan || !c->fplan;
     if (fail) snprintf(err, errlen, "out of memory creating the CPU backend (%lld rows x %d)", (long long)nrows, d);
     if (ghf_test_fail("backend", err, errlen)) fail = 1;
     if (ghf_agree(comm, fail, err, errlen)) { /* before the collectives below: every rank leaves */
@@ -423,4 +329,10 @@ void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode)
     cpu_impl *c = be->impl;
     c->small_d = small_d_max < 0 ? 0 : (small_d_max > CPU_SMALL_D ? CPU_SMALL_D : small_d_max);
     c->plan_mode = plan_mode;
+}
+
+void ghf_backend_cpu_tune_path(ghf_backend *be, int ref)
+{
+    cpu_impl *c = be->impl;
+    c->ref_path = ref ? 1 : 0;
 }

@@ -31,6 +31,7 @@
 #endif
 
 #include "backend.h"
+#include "devmap.h"
 #include "cuda_opts.h"
 #include "estep_cuda.h"
 
@@ -160,33 +161,34 @@ void ghf_cuda_opts_default(ghf_cuda_opts *o)
 }
 
 /* The device of this rank: one visible GPU -> 0 (the launcher bound it);
- * otherwise the node-local rank, if there are enough GPUs.  Collective. */
+ * otherwise the one ghf_backend_map_devices chose for it, or else the
+ * assignment of src/backend/devmap.h over comm's ranks (distinct GPUs while
+ * there are enough; more ranks than GPUs share, and NCCL then refuses:
+ * gpu_shared_on_node).  Collective. */
 static int select_device(MPI_Comm comm, int *dev, int *local_size, char *err, size_t errlen)
 {
-    int rank, lrank, lsize;
+    int rank, lsize, shared = 0, planned = 0;
     MPI_Comm node;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &lrank);
     MPI_Comm_size(node, &lsize);
     MPI_Comm_free(&node);
     *local_size = lsize;
     const int ndev = ghf_cuda_device_count();
+    int mapped = 0;
+    const int have_plan = ghf__backend_device_plan(&planned);
+    int all_plan = have_plan;
+    MPI_Allreduce(&have_plan, &all_plan, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_plan) (void)ghf_devmap_collective(comm, comm, ndev > 0 ? ndev : 1, &mapped, &shared, NULL, 0);
     if (ndev <= 0) {
         seterr(err, errlen, "no usable CUDA device on this rank (no GPU, or no driver)");
         return 1;
     }
-    if (ndev == 1) {
+    if (ndev == 1)
         *dev = 0;
-    } else if (ndev < lsize) {
-        seterr(err, errlen,
-               "%d ranks on this node but only %d visible CUDA devices: run at most %d ranks per "
-               "node, or bind one GPU per rank (CUDA_VISIBLE_DEVICES, srun --gpus-per-task=1)",
-               lsize, ndev, ndev);
-        return 1;
-    } else {
-        *dev = lrank;
-    }
+    else
+        *dev = all_plan ? planned : mapped;
+    if (*dev >= ndev) *dev = 0;
     return 0;
 }
 
@@ -551,6 +553,26 @@ static int cuda_estep(ghf_backend *be, const ghf_estep_input *in, double *stats,
  * Creation
  * ---------------------------------------------------------------------- */
 
+/* "cuda:" and every rank's device, in rank order (collective). */
+static void device_name(const cuda_impl *im, char *buf, size_t len)
+{
+    int *all = malloc((size_t)im->size * sizeof(int)), ok = all != NULL, all_ok = 0;
+    size_t off = (size_t)snprintf(buf, len, "cuda:");
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, im->comm);
+    if (all_ok && MPI_Allgather(&im->dev, 1, MPI_INT, all, 1, MPI_INT, im->comm) == MPI_SUCCESS)
+        for (int i = 0; i < im->size && off + 1 < len; i++) {
+            const int w = snprintf(buf + off, len - off, i ? ",%d" : "%d", all[i]);
+            if (w < 0 || (size_t)w >= len - off) { /* too many ranks for the buffer: the count */
+                snprintf(buf, len, "cuda (%d ranks)", im->size);
+                break;
+            }
+            off += (size_t)w;
+        }
+    else
+        snprintf(buf, len, "cuda:%d", im->dev);
+    free(all);
+}
+
 /* Device, buffers, shard, cuBLAS.  prefail: this rank already failed; it
  * still makes the same collective calls as the others, then fails. */
 static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, size_t errlen)
@@ -736,6 +758,7 @@ ghf_backend *ghf_backend_cuda_create_opts(MPI_Comm comm, const double *x, int64_
         fail = setup_nccl(im, err, errlen);
         if (!agree_ok(comm, fail, err, errlen, "NCCL initialisation")) goto fail_all;
     }
+    device_name(im, be->device, sizeof be->device);
     return be;
 fail_all:
     if (im->nccl) abort_nccl(im);

@@ -136,6 +136,22 @@ static int o_rows(ghf_job *j, const char *v)
     return 0;
 }
 
+static int o_se(ghf_job *j, const char *v)
+{
+    (void)v;
+    if (j->se == GHF_JOB_SE_OFF) j->se = GHF_JOB_SE_AUTO;
+    return 0;
+}
+
+static int o_se_method(ghf_job *j, const char *v)
+{
+    if (!strcmp(v, "auto")) j->se = GHF_JOB_SE_AUTO;
+    else if (!strcmp(v, "full")) j->se = GHF_JOB_SE_FULL;
+    else if (!strcmp(v, "subset")) j->se = GHF_JOB_SE_SUBSET;
+    else return bad("se-method", v, "auto, full or subset");
+    return 0;
+}
+
 static int o_drop(ghf_job *j, const char *v) { (void)v; j->drop_nonfinite = 1; return 0; }
 static int o_quiet(ghf_job *j, const char *v) { (void)v; j->quiet = 1; return 0; }
 static int o_logit(ghf_job *j, const char *v) { (void)v; j->log_iterations = 1; return 0; }
@@ -191,6 +207,15 @@ static const opt g_opts[] = {
     {"rows", "START:LEN", F, "fit a window of rows only", o_rows},
     {"drop-nonfinite", NULL, F, "skip rows with NaN/Inf (counted in the output) instead of failing", o_drop},
     {"accel", "A", F | R, "squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)", o_accel},
+    {"se", NULL, F | R,
+     "standard errors from the observed information: /fits/NAME/se/ and\n"
+     "param_cov (run: of every fit, as the job key se: true)",
+     o_se},
+    {"se-method", "M", F | R,
+     "auto (default: the full covariance up to 8192 free parameters, the\n"
+     "subset beyond), full, or subset (mu, gamma, p, a, b, diag Sigma,\n"
+     "E X, diag Cov X); implies --se",
+     o_se_method},
     {"rows-per-rank", "R", R, "rows per rank that size the groups (default 200000)", o_rpr},
     {"warm-start", NULL, R, "start each window from the previous window's fit", o_warm},
     {"no-warm-start", NULL, R, "start every window afresh", o_nowarm},

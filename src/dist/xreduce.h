@@ -12,8 +12,10 @@
 /* Rows per block: every block's partial sums are formed in row order by one
  * thread, and the blocks' partials are added exactly.  The reader gives each
  * rank whole blocks (ghf_block_range_granular), so a block never straddles
- * two ranks and the sums do not depend on the rank count. */
-#define GHF_ROW_BLOCK 256
+ * two ranks and the sums do not depend on the rank count.  1024: few enough
+ * exact additions per row for the CPU E-step's d x d statistics (it forms a
+ * block's partials in four sub-blocks of 256 rows, src/backend/cpu_block.h). */
+#define GHF_ROW_BLOCK 1024
 
 /* Collective: acc[len] summed over comm, in place (exact: MAX of the tops,
  * align, SUM of the bins).  0, or non-zero if MPI fails. */

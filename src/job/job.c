@@ -334,6 +334,11 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
             return perr(c, v, "backend: unknown backend '%s' (expected auto, cpu or cuda)", j->backend);
         return 0;
     }
+    if (!strcmp(key, "se")) {
+        if (v->type != YAML_SCALAR_NODE || ghf_job_se_parse(scalar(v), &j->se) != 0)
+            return perr(c, v, "se: expected true, false, full or subset");
+        return 0;
+    }
     if (!strcmp(key, "quiet")) return get_bool(c, key, v, &j->quiet);
     if (!strcmp(key, "log_iterations")) return get_bool(c, key, v, &j->log_iterations);
     if (!strcmp(key, "log_time")) return get_bool(c, key, v, &j->log_time);
@@ -425,7 +430,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
-                                          "slice", NULL};
+                                          "slice", "se", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -589,6 +594,7 @@ char *ghf_job_config_text(const ghf_job *j)
               j->warm_start ? "true" : "false", j->max_iter, j->starts, j->backend ? j->backend : "auto",
               j->quiet ? "true" : "false", j->log_iterations ? "true" : "false");
     if (j->log_time) sb_printf(&b, "log_time: true\n");
+    if (j->se) sb_printf(&b, "se: %s\n", ghf_job_se_name(j->se));
     sb_printf(&b, "rows_per_rank: %lld\n", (long long)j->rows_per_rank);
     if (j->checkpoint) {
         sb_printf(&b, "checkpoint: ");
@@ -641,7 +647,33 @@ uint64_t ghf_job_hash(const ghf_job *j)
     snprintf(buf, sizeof buf, "w%d:%lld:%lld:%lld:%lld|ws%d|mi%d|st%d|ac%d|be%s|sl%d/%d", j->has_windows,
              (long long)j->win_start, (long long)j->win_len, (long long)j->win_step, (long long)j->win_count,
              j->warm_start, j->max_iter, j->starts, j->accel, j->backend ? j->backend : "auto", j->slice_k, j->slice_n);
-    return ghf_hash_bytes(h, buf, strlen(buf));
+    h = ghf_hash_bytes(h, buf, strlen(buf));
+    if (j->se) { /* a resumed run keeps its records: their SEs must have been asked for the same way */
+        snprintf(buf, sizeof buf, "|se%d", j->se);
+        h = ghf_hash_bytes(h, buf, strlen(buf));
+    }
+    return h;
+}
+
+const char *ghf_job_se_name(int se)
+{
+    switch (se) {
+    case GHF_JOB_SE_AUTO: return "true";
+    case GHF_JOB_SE_FULL: return "full";
+    case GHF_JOB_SE_SUBSET: return "subset";
+    default: return "false";
+    }
+}
+
+int ghf_job_se_parse(const char *s, int *se)
+{
+    if (!strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") || !strcmp(s, "auto"))
+        *se = GHF_JOB_SE_AUTO;
+    else if (!strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")) *se = GHF_JOB_SE_OFF;
+    else if (!strcmp(s, "full")) *se = GHF_JOB_SE_FULL;
+    else if (!strcmp(s, "subset")) *se = GHF_JOB_SE_SUBSET;
+    else return -1;
+    return 0;
 }
 
 uint64_t ghf_job_identity(const ghf_job *j)

@@ -58,9 +58,18 @@ typedef struct ghf_job {
     /* array slice K/N: the K-th of N blocks of the fits, dealt like the
      * groups of one run with N groups (ghf_job_assign_groups) */
     int slice_k, slice_n;
+    /* standard errors of every fit (docs/job-files.md `se`): GHF_JOB_SE_*,
+     * the values of ghf_se_mode (src/infer/se.h) */
+    int se;
     /* `ghfit fit`: a job of one fit, named fit_name (NULL for job files) */
     char *fit_name;
 } ghf_job;
+
+enum { GHF_JOB_SE_OFF = 0, GHF_JOB_SE_AUTO = 1, GHF_JOB_SE_FULL = 2, GHF_JOB_SE_SUBSET = 3 };
+/* "false", "true", "full", "subset" (the config text's spelling); parse also
+ * takes "auto" (= true) and the YAML booleans: 0, or -1 */
+const char *ghf_job_se_name(int se);
+int ghf_job_se_parse(const char *s, int *se);
 
 void ghf_job_defaults(ghf_job *j);
 void ghf_job_free(ghf_job *j);

@@ -367,6 +367,31 @@ int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
     return 0;
 }
 
+int ghf_fit_out_se(MPI_Comm comm, ghf_fit_out *out, const ghf_data *data, int mode, int verbose, char *err,
+                   size_t errlen)
+{
+    if (mode == GHF_SE_OFF) return 0;
+    const double t0 = MPI_Wtime();
+    ghf_se_input in = {0};
+    in.d = data->d;
+    in.x = data->x;
+    in.nrows = data->nrows;
+    in.n_global = data->n_global;
+    in.theta = &out->em.params;
+    in.scale_log2 = data->scale_log2;
+    in.model = (ghf_model){out->family, out->symmetric, out->fix_p, out->p_fixed};
+    in.status = out->em.status;
+    in.boundary = out->em.outcome == GHF_EM_BOUNDARY;
+    in.label = out->name;
+    in.verbose = verbose;
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    const int st = ghf_se_compute(comm, &in, (ghf_se_mode)mode, &out->se, err, errlen);
+    out->have_se = st == 0 && rank == 0;
+    out->phases[GHF_PH_TOTAL] += MPI_Wtime() - t0;
+    return ghf_agree(comm, st, err, errlen) ? 1 : 0;
+}
+
 int ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out)
 {
     int rank, size;
@@ -420,6 +445,7 @@ void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_rec
     rec->phase_s = out->all_phases;
     rec->backend = backend;
     rec->n_dropped = out->n_dropped;
+    rec->se = out->have_se ? &out->se.v : NULL;
 }
 
 void ghf_fit_out_free(ghf_fit_out *out)
@@ -430,6 +456,8 @@ void ghf_fit_out_free(ghf_fit_out *out)
     free(out->cov);
     free(out->all_phases);
     out->mu = out->mean = out->cov = out->all_phases = NULL;
+    if (out->have_se) ghf_se_free(&out->se);
+    out->have_se = 0;
 }
 
 static void print_vec(const char *name, const double *v, int d)

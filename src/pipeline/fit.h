@@ -9,6 +9,7 @@
 
 #include "em.h"
 #include "h5io.h"
+#include "se.h"
 
 /* A shard ready for EM: centred by a robust location (the column medians of
  * a sample of rows chosen by global row index, so the same on every rank
@@ -77,10 +78,18 @@ typedef struct ghf_fit_out {
     double *all_phases;           /* rank 0: [n_ranks][GHF_NPHASES] */
     int n_ranks;
     int64_t n_dropped;
+    int have_se;                  /* se holds standard errors (rank 0) */
+    ghf_se se;
 } ghf_fit_out;
 
 /* Fill the derived fields of out from out->em and the data's shift (every rank). */
 int  ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data);
+/* Collective: standard errors of a finished fit (after ghf_fit_out_finish)
+ * into out->se on rank 0, by `mode` (a ghf_se_mode; GHF_SE_OFF: nothing).
+ * Their time is added to the total phase.  0, or 1 (out of memory: the
+ * ranks agree) with a message. */
+int  ghf_fit_out_se(MPI_Comm comm, ghf_fit_out *out, const ghf_data *data, int mode, int verbose, char *err,
+                    size_t errlen);
 /* Collective: gather every rank's phases to rank 0 (out->all_phases). */
 int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
 /* A record pointing into out (valid while out lives). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agree.h"
+#include "backend.h"
 #include "fit.h"
 #include "ghf_version.h"
 #include "iocheck.h"
@@ -89,6 +90,7 @@ static int run_all(MPI_Comm world, const ghf_job *j, const ghf_pipe_opts *o, con
     group_ctx g;
     memset(&g, 0, sizeof g);
     MPI_Comm_split(world, group, rank, &g.gcomm);
+    ghf_backend_map_devices(world, g.gcomm, j->backend ? j->backend : "auto"); /* GPUs from the world's node-local layout */
     MPI_Comm_dup(world, &g.pcomm);
     g.live = ghf_live_create(world, g.pcomm);
     g.wrank = rank;

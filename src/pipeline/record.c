@@ -11,7 +11,7 @@
  * Records
  * ------------------------------------------------------------------------- */
 
-#define REC_MAGIC 0x6768667265633032LL /* "ghfrec02": with the data identity */
+#define REC_MAGIC 0x6768667265633033LL /* "ghfrec03": with the data identity, device and standard errors */
 
 void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
 {
@@ -50,6 +50,64 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     ghf_pack_str(b, r->dataset);
     ghf_pack_i64(b, r->row_start);
     ghf_pack_i64(b, r->row_count);
+    ghf_pack_str(b, r->device);
+    /* standard errors (a flag, then the block) */
+    const ghf_fit_se *e = r->se;
+    ghf_pack_i64(b, e ? 1 : 0);
+    if (!e) return;
+    ghf_pack_str(b, e->method);
+    ghf_pack_str(b, e->reason);
+    ghf_pack_str(b, e->names);
+    ghf_pack_f64(b, e->cond);
+    ghf_pack_f64(b, e->newton_decrement);
+    ghf_pack_f64(b, e->seconds);
+    ghf_pack_f64s(b, e->mu, e->mu ? d : 0);
+    ghf_pack_f64s(b, e->gamma, e->gamma ? d : 0);
+    ghf_pack_f64s(b, e->sigma, e->sigma ? d * d : 0);
+    ghf_pack_f64s(b, e->mean, e->mean ? d : 0);
+    ghf_pack_f64s(b, e->cov, e->cov ? d * d : 0);
+    ghf_pack_f64s(b, e->param_cov, e->param_cov ? (int64_t)e->n_cov * e->n_cov : 0);
+    ghf_pack_f64(b, e->p);
+    ghf_pack_f64(b, e->a);
+    ghf_pack_f64(b, e->b);
+    ghf_pack_f64(b, e->sqrt_ab);
+    ghf_pack_i64(b, e->n_cov);
+}
+
+/* the standard errors of a record (after its other fields); 0 or -1 */
+static int unpack_se(ghf_unpack *u, ghf_rec *rec)
+{
+    const int64_t d = rec->r.d;
+    if (u->off >= u->n || ghf_unpack_i64(u) == 0) return u->bad ? -1 : 0; /* none (or an older record) */
+    ghf_fit_se *e = &rec->se;
+    int64_t n[6];
+    for (int i = 0; i < 3; i++) rec->se_str[i] = ghf_unpack_str(u);
+    e->cond = ghf_unpack_f64(u);
+    e->newton_decrement = ghf_unpack_f64(u);
+    e->seconds = ghf_unpack_f64(u);
+    for (int i = 0; i < 6; i++) rec->se_arr[i] = ghf_unpack_f64s(u, &n[i]);
+    e->p = ghf_unpack_f64(u);
+    e->a = ghf_unpack_f64(u);
+    e->b = ghf_unpack_f64(u);
+    e->sqrt_ab = ghf_unpack_f64(u);
+    const int64_t k = ghf_unpack_i64(u);
+    const int64_t want[6] = {d, d, d * d, d, d * d, k * k};
+    for (int i = 0; i < 6; i++)
+        if (rec->se_arr[i] && n[i] != want[i]) u->bad = 1;
+    if (u->bad || k < 0 || k > INT32_MAX || (k > 0 && (!rec->se_arr[5] || !rec->se_str[2]))) return -1;
+    e->method = rec->se_str[0];
+    e->reason = rec->se_str[1];
+    e->names = rec->se_str[2];
+    e->d = (int)d;
+    e->mu = rec->se_arr[0];
+    e->gamma = rec->se_arr[1];
+    e->sigma = rec->se_arr[2];
+    e->mean = rec->se_arr[3];
+    e->cov = rec->se_arr[4];
+    e->param_cov = rec->se_arr[5];
+    e->n_cov = (int)k;
+    rec->r.se = e;
+    return 0;
 }
 
 void ghf_rec_free(ghf_rec *rec)
@@ -61,6 +119,7 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->moments_note);
     free(rec->data_file);
     free(rec->dataset);
+    free(rec->device);
     free(rec->trace);
     free(rec->mu);
     free(rec->gamma);
@@ -68,6 +127,8 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->mean);
     free(rec->cov);
     free(rec->phase_s);
+    for (int i = 0; i < 3; i++) free(rec->se_str[i]);
+    for (int i = 0; i < 6; i++) free(rec->se_arr[i]);
     memset(rec, 0, sizeof *rec);
 }
 
@@ -118,6 +179,8 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
     r->dataset = rec->dataset = ghf_unpack_str(u);
     r->row_start = ghf_unpack_i64(u);
     r->row_count = ghf_unpack_i64(u);
+    r->device = rec->device = ghf_unpack_str(u);
+    if (!u->bad && d >= 1 && unpack_se(u, rec) != 0) u->bad = 1;
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||
         !r->family || !r->status) {

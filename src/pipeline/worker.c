@@ -173,7 +173,11 @@ static void deliver_failed(group_ctx *g, const ghf_fit_spec *s, const char *why,
     r.dataset = g->job->dataset;
     r.row_start = s->row_start;
     r.row_count = s->row_len;
+    ghf_se se; /* standard errors asked for: NaN, with the reason */
+    const int have_se = g->job->se && ghf_se_nan(d, "none", "the fit failed: no standard errors", &se) == 0;
+    if (have_se) r.se = &se.v;
     deliver_record(g, s->index, &r);
+    if (have_se) ghf_se_free(&se);
     free(nan);
     free(ph);
 }
@@ -486,6 +490,15 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
         return FIT_ERROR;
     }
+    if (j->se && g->grank == 0 && !j->quiet && !strcmp(dc->be->name, "cuda")) { /* docs/design.md */
+        printf("ghfit: %s: standard errors on the host CPUs (OpenMP): the CUDA backend has no SE pass\n", s->name);
+        fflush(stdout);
+    }
+    if (ghf_fit_out_se(g->gcomm, &out, data, j->se, fit_mode && !j->quiet, msg, msglen) != 0) { /* --se, se: */
+        ghf_fit_out_free(&out);
+        *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        return FIT_ERROR;
+    }
     ghf_fit_out_gather(g->gcomm, &out);
     warm_set(w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED);
     if (g->grank == 0) {
@@ -497,6 +510,7 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         rec.dataset = j->dataset;
         rec.row_start = s->row_start;
         rec.row_count = s->row_len;
+        rec.device = dc->be->device;
         deliver_record(g, s->index, &rec);
     }
     ghf_fit_out_free(&out);
