@@ -263,8 +263,11 @@ static double uni_integrand(double v, void *par)
     w = mx->sy * eh; /* sqrt(y) */
     z = (A->u != 0.0 ? A->u / w : 0.0) - (A->beta != 0.0 ? A->beta * w : 0.0);
     if (A->what == UNI_SF) return exp(lg) * uni_phic(z);
-    /* w psi(z) with w z = u - beta w^2 formed exactly (w -> 0: z -> -inf) */
-    if (z < 8.0) return exp(lg) * (w * exp(-0.5 * z * z) * (1.0 / sqrt(2.0 * M_PI)) - (A->u - A->beta * w * w) * uni_phic(z));
+    /* w psi(z), with w z = u - beta w^2 formed directly (as w -> 0, z -> -inf) */
+    if (z < 8.0) {
+        const double wphi = w * exp(-0.5 * z * z) * (1.0 / sqrt(2.0 * M_PI));
+        return exp(lg) * (wphi - (A->u - A->beta * w * w) * uni_phic(z));
+    }
     return exp(lg) * w * uni_psi(z);
 }
 
