@@ -4,8 +4,9 @@
  *   bench_bessel [output file] [grid csv]
  *
  * Point sets:
- *   grid      the (v, z) points of shared/data/bessel_grid.csv (|v| <= 1000.5,
- *             z in [1e-12, 1e5]); skipped if the file is not found
+ *   grid      the (v, z) points of tests/data/bessel_grid.csv (|v| <= 1000.5,
+ *             z in [1e-12, 1e5]; another folder: GHF_BESSEL_TEST_DATA=DIR);
+ *             skipped if the file is not found
  *   wide      20,000 random points over the same range (log-uniform z)
  *   estep-d   E-step use: one fixed order v = p - d/2 (p = 0.3) and 20,000
  *             z spread log-uniformly over 3 decades around max(1, |v|)
@@ -30,6 +31,10 @@
 
 #include "bessel.h"
 #include "bessel_plan.h"
+
+#ifndef GHF_BENCH_SOURCE_DIR /* set by bench/bessel.cmake */
+#define GHF_BENCH_SOURCE_DIR "."
+#endif
 
 #define NPTS 20000
 #define REPS 7
@@ -71,7 +76,7 @@ static double time_one(int which, int n)
         case F_FUSED:
             for (int i = 0; i < n; i++) {
                 ghf_bessel_eval e = ghf_bessel_fused(g_v[i], g_z[i]);
-                s += e.logk;
+                s += e.logk_s;
                 s1 += e.log_ratio_up;
                 s2 += e.log_ratio_dn;
                 s3 += e.dlogk_dv;
@@ -82,7 +87,7 @@ static double time_one(int which, int n)
             if (g_avx2) {
                 for (int i = 0; i < n; i++) {
                     ghf_bessel_eval e = ghf_bessel_plan_eval_avx2(&g_plan, g_z[i]);
-                    s += e.logk;
+                    s += e.logk_s;
                     s1 += e.log_ratio_up;
                     s2 += e.log_ratio_dn;
                     s3 += e.dlogk_dv;
@@ -94,7 +99,7 @@ static double time_one(int which, int n)
         case F_PLAN_BASE:
             for (int i = 0; i < n; i++) {
                 ghf_bessel_eval e = ghf_bessel_plan_eval(&g_plan, g_z[i]);
-                s += e.logk;
+                s += e.logk_s;
                 s1 += e.log_ratio_up;
                 s2 += e.log_ratio_dn;
                 s3 += e.dlogk_dv;
@@ -147,8 +152,8 @@ int main(int argc, char **argv)
     printf("plan column: %s\n", g_avx2 ? "ghf_bessel_plan_eval_avx2 (this CPU has AVX2)"
                                         : "ghf_bessel_plan_eval (no AVX2 here)");
     if (!grid) {
-        const char *d = getenv("GHF_SHARED_DIR");
-        snprintf(gridbuf, sizeof gridbuf, "%s/data/bessel_grid.csv", d ? d : "../shared");
+        const char *d = getenv("GHF_BESSEL_TEST_DATA");
+        snprintf(gridbuf, sizeof gridbuf, "%s/bessel_grid.csv", d && *d ? d : GHF_BENCH_SOURCE_DIR "/tests/data");
         grid = gridbuf;
     }
     len += (size_t)snprintf(table + len, sizeof table - len,

@@ -20,7 +20,7 @@
 #include <mpi.h>
 
 #include "backend.h"
-#include "backend_cuda_opts.h"
+#include "cuda_opts.h"
 #include "model.h"
 
 typedef struct bcase {

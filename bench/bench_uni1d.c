@@ -30,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "law/uni1d.h"
+#include "uni1d.h"
 #include "sample.h"
 
 static double now(void)

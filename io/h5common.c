@@ -1,6 +1,6 @@
 /* h5common.c - helpers shared by the HDF5 readers and writers: error
- * messages, status agreement across ranks, dataset inspection, string
- * attributes, writable-directory checks, fsync. */
+ * messages, status agreement across ranks, string attributes,
+ * writable-directory checks, fsync. */
 
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
@@ -67,182 +67,6 @@ int ghf__agree(MPI_Comm comm, int status, char *err, size_t errlen)
 const char *ghf__dsname(const char *dataset)
 {
     return (dataset && *dataset) ? dataset : GHF__DEFAULT_DATASET;
-}
-
-/* ---------------------------------------------------------------------------
- * Dataset inspection (serial driver)
- * ------------------------------------------------------------------------- */
-
-static const char *class_name(H5T_class_t c)
-{
-    switch (c) {
-    case H5T_INTEGER: return "integer";
-    case H5T_FLOAT: return "float";
-    case H5T_TIME: return "time";
-    case H5T_STRING: return "string";
-    case H5T_BITFIELD: return "bitfield";
-    case H5T_OPAQUE: return "opaque";
-    case H5T_COMPOUND: return "compound";
-    case H5T_REFERENCE: return "reference";
-    case H5T_ENUM: return "enum";
-    case H5T_VLEN: return "variable-length";
-    case H5T_ARRAY: return "array";
-    default: return "unknown";
-    }
-}
-
-/* Collects up to a few root member names for "no such dataset" messages. */
-typedef struct name_list {
-    char   buf[256];
-    int    count;
-} name_list;
-
-static herr_t list_cb(hid_t g, const char *name, const H5L_info_t *info, void *op)
-{
-    (void)g;
-    (void)info;
-    name_list *nl = (name_list *)op;
-    if (nl->count >= 6) {
-        if (nl->count == 6) strncat(nl->buf, ", ...", sizeof nl->buf - strlen(nl->buf) - 1);
-        nl->count++;
-        return 1; /* stop */
-    }
-    if (nl->count > 0) strncat(nl->buf, ", ", sizeof nl->buf - strlen(nl->buf) - 1);
-    strncat(nl->buf, "/", sizeof nl->buf - strlen(nl->buf) - 1);
-    strncat(nl->buf, name, sizeof nl->buf - strlen(nl->buf) - 1);
-    nl->count++;
-    return 0;
-}
-
-int ghf__inspect(const char *path, const char *dataset, ghf__dsinfo *info,
-                 char *err, size_t errlen)
-{
-    ghf__h5_quiet();
-    memset(info, 0, sizeof *info);
-    const char *dn = ghf__dsname(dataset);
-    if (!path || !*path) {
-        ghf__seterr(err, errlen, "no input file given (dataset %s)", dn);
-        return 2;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot open file: %s", path, dn, strerror(errno));
-        return 2;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        ghf__seterr(err, errlen, "%s:%s: is a directory, not an HDF5 file", path, dn);
-        return 2;
-    }
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        ghf__seterr(err, errlen, "%s:%s: cannot read file: %s", path, dn, strerror(errno));
-        return 2;
-    }
-    fclose(fp);
-    htri_t is = H5Fis_hdf5(path);
-    if (is <= 0) {
-        ghf__seterr(err, errlen, "%s:%s: not an HDF5 file (no HDF5 signature found)", path, dn);
-        return 2;
-    }
-
-    int rc = 2;
-    hid_t fapl = -1, f = -1, ds = -1, type = -1, space = -1, dcpl = -1;
-    fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0) {
-        ghf__seterr(err, errlen, "%s:%s: HDF5 property list creation failed", path, dn);
-        return 1;
-    }
-    H5Pset_file_locking(fapl, 1, 1);
-    f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    if (f < 0) {
-        ghf__seterr(err, errlen, "%s:%s: HDF5 file is truncated or corrupt (cannot be opened)",
-                    path, dn);
-        goto done;
-    }
-    ds = H5Dopen2(f, dn, H5P_DEFAULT);
-    if (ds < 0) {
-        hid_t o = H5Oopen(f, dn, H5P_DEFAULT);
-        if (o >= 0) {
-            H5I_type_t t = H5Iget_type(o);
-            ghf__seterr(err, errlen, "%s:%s: is a %s, not a dataset", path, dn,
-                        t == H5I_GROUP ? "group" : t == H5I_DATATYPE ? "named datatype" : "non-dataset object");
-            H5Oclose(o);
-        } else {
-            name_list nl;
-            memset(&nl, 0, sizeof nl);
-            hsize_t idx = 0;
-            H5Literate(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, list_cb, &nl);
-            ghf__seterr(err, errlen, "%s:%s: no such dataset (the root group holds: %s)", path, dn,
-                        nl.count ? nl.buf : "nothing");
-        }
-        goto done;
-    }
-    type = H5Dget_type(ds);
-    H5T_class_t cls = H5Tget_class(type);
-    size_t sz = H5Tget_size(type);
-    if (cls == H5T_FLOAT) {
-        if (sz != 4 && sz != 8) {
-            ghf__seterr(err, errlen, "%s:%s: %d-bit floating point is not supported (float32 or float64 expected)",
-                        path, dn, (int)(8 * sz));
-            goto done;
-        }
-        info->cls = 0;
-    } else if (cls == H5T_INTEGER) {
-        if (sz != 1 && sz != 2 && sz != 4 && sz != 8) {
-            ghf__seterr(err, errlen, "%s:%s: %d-bit integers are not supported", path, dn, (int)(8 * sz));
-            goto done;
-        }
-        info->cls = (H5Tget_sign(type) == H5T_SGN_NONE) ? 2 : 1;
-    } else {
-        ghf__seterr(err, errlen, "%s:%s: element type is %s, not numeric (float32, float64 or integer expected)",
-                    path, dn, class_name(cls));
-        goto done;
-    }
-    info->size = (int)sz;
-    space = H5Dget_space(ds);
-    H5S_class_t scls = H5Sget_simple_extent_type(space);
-    int nd = H5Sget_simple_extent_ndims(space);
-    if (scls != H5S_SIMPLE || nd < 0) {
-        ghf__seterr(err, errlen, "%s:%s: dataset has a %s dataspace, expected a 2-D matrix (rows x columns)",
-                    path, dn, scls == H5S_SCALAR ? "scalar" : "null");
-        goto done;
-    }
-    hsize_t dims[H5S_MAX_RANK];
-    H5Sget_simple_extent_dims(space, dims, NULL);
-    if (nd != 2) {
-        char shape[128] = "";
-        for (int i = 0; i < nd && i < 6; i++) {
-            char one[32];
-            snprintf(one, sizeof one, "%s%llu", i ? " x " : "", (unsigned long long)dims[i]);
-            strncat(shape, one, sizeof shape - strlen(shape) - 1);
-        }
-        ghf__seterr(err, errlen, "%s:%s: dataset is %d-D (shape %s), expected 2-D (rows x columns)",
-                    path, dn, nd, shape);
-        goto done;
-    }
-    if (dims[0] == 0 || dims[1] == 0) {
-        ghf__seterr(err, errlen, "%s:%s: dataset is empty (shape %llu x %llu)", path, dn,
-                    (unsigned long long)dims[0], (unsigned long long)dims[1]);
-        goto done;
-    }
-    if (dims[1] > 1000000 || dims[0] > (hsize_t)INT64_MAX) {
-        ghf__seterr(err, errlen, "%s:%s: dataset shape %llu x %llu is too large", path, dn,
-                    (unsigned long long)dims[0], (unsigned long long)dims[1]);
-        goto done;
-    }
-    info->n = (int64_t)dims[0];
-    info->d = (int64_t)dims[1];
-    dcpl = H5Dget_create_plist(ds);
-    info->chunked = (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED);
-    rc = 0;
-done:
-    if (dcpl >= 0) H5Pclose(dcpl);
-    if (space >= 0) H5Sclose(space);
-    if (type >= 0) H5Tclose(type);
-    if (ds >= 0) H5Dclose(ds);
-    if (f >= 0) H5Fclose(f);
-    if (fapl >= 0) H5Pclose(fapl);
-    return rc;
 }
 
 /* ---------------------------------------------------------------------------
@@ -314,6 +138,173 @@ int ghf__check_writable(const char *final_path, char *err, size_t errlen)
     }
     free(dir);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Files built in memory (see h5internal.h)
+ * ------------------------------------------------------------------------- */
+
+struct ghf__memfile {
+    void  *buf;       /* the core driver's buffer */
+    size_t size;
+    void  *kept;      /* the buffer, taken over when the driver closes the file */
+    size_t kept_size;
+};
+
+static void *mem_malloc(size_t size, H5FD_file_image_op_t op, void *ud)
+{
+    (void)op;
+    ghf__memfile *m = (ghf__memfile *)ud;
+    void *p = malloc(size);
+    if (p) {
+        m->buf = p;
+        m->size = size;
+    }
+    return p;
+}
+
+static void *mem_memcpy(void *dst, const void *src, size_t n, H5FD_file_image_op_t op, void *ud)
+{
+    (void)op;
+    (void)ud;
+    return memcpy(dst, src, n);
+}
+
+static void *mem_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *ud)
+{
+    (void)op;
+    ghf__memfile *m = (ghf__memfile *)ud;
+    void *p = realloc(ptr, size);
+    if (p) {
+        m->buf = p;
+        m->size = size;
+    }
+    return p;
+}
+
+static herr_t mem_free(void *ptr, H5FD_file_image_op_t op, void *ud)
+{
+    ghf__memfile *m = (ghf__memfile *)ud;
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf && !m->kept) {
+        m->kept = ptr;
+        m->kept_size = m->size;
+    } else {
+        free(ptr);
+    }
+    if (ptr == m->buf) m->buf = NULL;
+    return 0;
+}
+
+static void *mem_udata_copy(void *ud) { return ud; }
+static herr_t mem_udata_free(void *ud)
+{
+    (void)ud;
+    return 0;
+}
+
+hid_t ghf__h5_mem_create(const char *name, H5F_libver_t libver_lo, ghf__memfile **mf)
+{
+    *mf = (ghf__memfile *)calloc(1, sizeof **mf);
+    if (!*mf) return -1;
+    H5FD_file_image_callbacks_t cb = {mem_malloc,     mem_memcpy,     mem_realloc, mem_free,
+                                      mem_udata_copy, mem_udata_free, *mf};
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
+    if (fapl >= 0 && H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) >= 0 &&
+        H5Pset_libver_bounds(fapl, libver_lo, H5F_LIBVER_LATEST) >= 0 && H5Pset_file_image_callbacks(fapl, &cb) >= 0)
+        f = H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (f < 0) {
+        free(*mf);
+        *mf = NULL;
+    }
+    return f;
+}
+
+/* The end-of-file address recorded in the superblock of an image (its
+ * length without the driver's spare room); n when it cannot be read. */
+static size_t image_eof(const unsigned char *b, size_t n)
+{
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    if (n < 64 || memcmp(b, sig, 8) != 0) return n;
+    const int v = b[8];
+    const int so = v <= 1 ? b[13] : b[9];
+    const size_t off = v <= 1 ? 24 + (v == 1 ? 4 : 0) + 2 * (size_t)so : 12 + 2 * (size_t)so;
+    if ((so != 4 && so != 8) || off + (size_t)so > n) return n;
+    uint64_t eof = 0;
+    for (int i = so - 1; i >= 0; i--) eof = (eof << 8) | b[off + (size_t)i];
+    return eof > 0 && eof <= n ? (size_t)eof : n;
+}
+
+void ghf__h5_mem_discard(hid_t f, ghf__memfile *mf)
+{
+    if (f >= 0) H5Fclose(f);
+    if (mf) free(mf->kept);
+    free(mf);
+}
+
+/* write(2) all of buf; 0 or -1 (errno). */
+static int write_all(int fd, const unsigned char *buf, size_t n)
+{
+    while (n > 0) {
+        const ssize_t k = write(fd, buf, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = EIO;
+            return -1;
+        }
+        buf += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Creates "<base>.tmp.<pid>[.<k>]" exclusively: fd, or -1 (errno). */
+static int create_tmp(const char *base, char **tmp)
+{
+    const size_t n = strlen(base) + 48;
+    *tmp = (char *)malloc(n);
+    if (!*tmp) return -1;
+    for (int k = 0; k < 100; k++) {
+        if (k == 0) snprintf(*tmp, n, "%s.tmp.%ld", base, (long)getpid());
+        else snprintf(*tmp, n, "%s.tmp.%ld.%d", base, (long)getpid(), k);
+        const int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST) {
+            if (fd < 0) {
+                free(*tmp);
+                *tmp = NULL;
+            }
+            return fd;
+        }
+    }
+    free(*tmp);
+    *tmp = NULL;
+    errno = EEXIST;
+    return -1;
+}
+
+int ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, char *why, size_t whylen)
+{
+    *tmp = NULL;
+    const int closed = H5Fclose(f) >= 0;
+    const unsigned char *img = (const unsigned char *)mf->kept;
+    if (!closed || !img) {
+        ghf__h5_mem_discard(-1, mf);
+        ghf__seterr(why, whylen, "the file could not be completed in memory (out of memory?)");
+        return -1;
+    }
+    const size_t size = image_eof(img, mf->kept_size);
+    int e = 0;
+    const int fd = create_tmp(base, tmp);
+    if (fd < 0) e = errno;
+    else if (write_all(fd, img, size) != 0 || fsync(fd) != 0) e = errno;
+    if (fd >= 0 && close(fd) != 0 && !e) e = errno;
+    ghf__h5_mem_discard(-1, mf);
+    if (!e) return 0;
+    ghf__seterr(why, whylen, "%s", strerror(e));
+    if (*tmp) unlink(*tmp);
+    free(*tmp);
+    *tmp = NULL;
+    return -1;
 }
 
 int ghf__fsync_path(const char *path)
@@ -423,4 +414,17 @@ char *ghf__h5_begin(MPI_Comm comm, char *err, size_t *errlen, char *lbuf, size_t
     MPI_Comm_rank(comm, rank);
     MPI_Comm_size(comm, size);
     return err;
+}
+
+int ghf__file_starts_with(const char *path, const char *magic, size_t n)
+{
+    if (n > 16) return 0;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat sb;
+    char buf[16];
+    const int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, buf, n) == (ssize_t)n &&
+                   memcmp(buf, magic, n) == 0;
+    close(fd);
+    return ok;
 }

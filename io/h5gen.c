@@ -1,42 +1,198 @@
 /* h5gen.c - collective write of an N x d matrix (`ghfit generate`).
  *
- * All ranks create "<path>.tmp.<jobid>" with the MPI-IO driver, write their
- * rows collectively (float32 data converted by us, so that HDF5 does not
- * fall back to independent I/O), close, and rank 0 renames the file into
- * place after a barrier.  On failure the temporary file is removed. */
+ * No HDF5 call ever writes to a disk that can fill up (HDF5 1.10.8 hangs or
+ * crashes at exit after a failed write; see ghf__h5_mem_save):
+ *   1. rank 0 builds the file's metadata in memory (a contiguous dataset,
+ *      allocated late, never filled) and saves it to "<path>.tmp.<pid>"
+ *      (created exclusively) with plain POSIX writes;
+ *   2. rank 0 reserves the whole file on disk (fallocate; where the file
+ *      system cannot, it checks the free space), reopens it with the serial
+ *      driver and allocates the dataset's storage by writing one element:
+ *      every byte HDF5 writes lies in reserved space;
+ *   3. all ranks write their rows with collective MPI-IO
+ *      (MPI_File_write_at_all) at the dataset's offset, in pieces, in the
+ *      file's element type (float32 data converted by us);
+ *   4. rank 0 renames the file into place.
+ * Every failure is agreed on by all ranks before the next collective call,
+ * and the temporary file is removed. */
 
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* fallocate */
 #endif
 
 /* standard headers */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* this module */
+#include "ghf_version.h"
 #include "h5internal.h"
 
-/* "<path>.tmp.<jobid>": SLURM_JOB_ID when set, else rank 0's pid. */
-static char *tmp_name(MPI_Comm comm, const char *path)
+/* Rank 0, step 1: the metadata in memory, saved to a new temporary file.
+ * Status 0 with *tmp, or 1/2 with a message. */
+static int make_skeleton(const char *path, const char *dn, int64_t n, int d, int es, int n_attrs,
+                         const char *const *keys, const char *const *vals, char **tmp, char *err, size_t errlen)
+{
+    ghf__memfile *mf = NULL;
+    hid_t f = ghf__h5_mem_create(path, H5F_LIBVER_EARLIEST, &mf);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot create the file in memory", path, dn);
+        return 1;
+    }
+    hsize_t dims[2] = {(hsize_t)n, (hsize_t)d};
+    hid_t fspace = H5Screate_simple(2, dims, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t ds = H5Dcreate2(f, dn, es == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, fspace, lcpl, dcpl, H5P_DEFAULT);
+    H5Pclose(lcpl);
+    H5Pclose(dcpl);
+    H5Sclose(fspace);
+    int st = 0;
+    if (ds < 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot create the dataset (invalid name?)", path, dn);
+        st = 2;
+    }
+    for (int i = 0; st == 0 && i < n_attrs; i++)
+        if (ghf__attr_str(ds, keys[i], vals[i]) < 0) {
+            ghf__seterr(err, errlen, "%s:%s: cannot write attribute '%s' (duplicate name?)", path, dn, keys[i]);
+            st = 2;
+        }
+    if (st == 0 && H5Aexists(ds, "description") <= 0 &&
+        ghf__attr_str(ds, "description", "data matrix: rows are observations, columns are dimensions") < 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot write attribute 'description'", path, dn);
+        st = 1;
+    }
+    if (st == 0 && ghf__attr_str(f, GHF_MATRIX_SIGNATURE, GHFIT_VERSION) < 0) {
+        ghf__seterr(err, errlen, "%s: cannot write the root attribute %s", path, GHF_MATRIX_SIGNATURE);
+        st = 1;
+    }
+    if (ds >= 0) H5Dclose(ds);
+    if (st) {
+        ghf__h5_mem_discard(f, mf);
+        return st;
+    }
+    char why[256] = "";
+    if (ghf__h5_mem_save(f, mf, path, tmp, why, sizeof why) != 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot write the temporary file: %s", path, dn, why);
+        return 1;
+    }
+    return 0;
+}
+
+/* Rank 0, step 2: reserve `bytes` more than the skeleton on disk, then let
+ * HDF5 allocate the dataset; *offset receives the dataset's file offset.
+ * 0, or 1 with a message. */
+static int reserve_and_allocate(const char *tmp, const char *path, const char *dn, int64_t bytes, int es,
+                                int64_t *offset, char *err, size_t errlen)
+{
+    struct stat st;
+    const int fd = open(tmp, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot reopen %s: %s", path, dn, tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+        return 1;
+    }
+    const off_t total = st.st_size + (off_t)bytes + 65536;
+    int e = fallocate(fd, 0, 0, total) == 0 ? 0 : errno;
+    if (e == EOPNOTSUPP || e == ENOSYS) { /* no reservation here: at least the free space must suffice */
+        struct statvfs vs;
+        e = fstatvfs(fd, &vs) == 0 && (double)vs.f_bavail * (double)vs.f_frsize < (double)total ? ENOSPC : 0;
+    }
+    close(fd);
+    if (e) {
+        const double mb = (double)total / 1e6;
+        ghf__seterr(err, errlen, "%s:%s: cannot reserve %.3g %s for the file: %s", path, dn, mb < 1e3 ? mb : mb / 1e3,
+                    mb < 1e3 ? "MB" : "GB", strerror(e));
+        return 1;
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_file_locking(fapl, 0, 1); /* our own temporary file */
+    hid_t f = H5Fopen(tmp, H5F_ACC_RDWR, fapl);
+    H5Pclose(fapl);
+    hid_t ds = f >= 0 ? H5Dopen2(f, dn, H5P_DEFAULT) : -1;
+    int rc = ds < 0;
+    if (!rc) {
+        /* one element written allocates the contiguous storage (no fill) */
+        double zero = 0.0;
+        hsize_t one[2] = {1, 1}, at[2] = {0, 0};
+        hid_t ms = H5Screate_simple(2, one, NULL), fs = H5Dget_space(ds);
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, at, NULL, one, NULL);
+        rc = H5Dwrite(ds, es == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, &zero) < 0;
+        H5Sclose(ms);
+        H5Sclose(fs);
+        const haddr_t a = rc ? HADDR_UNDEF : H5Dget_offset(ds);
+        rc = rc || a == HADDR_UNDEF;
+        *offset = rc ? 0 : (int64_t)a;
+    }
+    if (ds >= 0 && H5Dclose(ds) < 0) rc = 1;
+    if (f >= 0 && H5Fclose(f) < 0) rc = 1;
+    if (rc) ghf__seterr(err, errlen, "%s:%s: cannot allocate the dataset in %s", path, dn, tmp);
+    return rc;
+}
+
+/* All ranks, step 3: rows [row0, row0 + nrows) at offset, in pieces.
+ * 0, or 1 with a message (this rank's). */
+static int write_rows(MPI_Comm comm, const char *tmp, const char *path, const char *dn, int64_t offset, int d,
+                      int es, int64_t row0, int64_t nrows, const double *x, char *err, size_t errlen)
 {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    char id[64] = "";
-    if (rank == 0) {
-        const char *j = getenv("SLURM_JOB_ID");
-        if (j && *j && strlen(j) < 40 && !strchr(j, '/'))
-            snprintf(id, sizeof id, "%s.%ld", j, (long)getpid());
-        else
-            snprintf(id, sizeof id, "%ld", (long)getpid());
+    const int64_t row_bytes = (int64_t)d * es;
+    int64_t piece_rows = (int64_t)(ghf__h5_max_piece_bytes() / (size_t)row_bytes);
+    if (piece_rows < 1) piece_rows = 1;
+    if (piece_rows > (int64_t)(INT32_MAX / d)) piece_rows = INT32_MAX / d;
+    int64_t my_pieces = (nrows + piece_rows - 1) / piece_rows, n_pieces = 0;
+    MPI_Allreduce(&my_pieces, &n_pieces, 1, MPI_INT64_T, MPI_MAX, comm);
+    float *fbuf = NULL;
+    int bad = 0;
+    if (es == 4 && nrows > 0) {
+        fbuf = (float *)malloc((size_t)(nrows < piece_rows ? nrows : piece_rows) * (size_t)d * sizeof(float));
+        bad = !fbuf;
     }
-    MPI_Bcast(id, (int)sizeof id, MPI_CHAR, 0, comm);
-    size_t n = strlen(path) + strlen(id) + 8;
-    char *t = (char *)malloc(n);
-    if (t) snprintf(t, n, "%s.tmp.%s", path, id);
-    return t;
+    MPI_File fh;
+    const int orc = MPI_File_open(comm, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (orc != MPI_SUCCESS) {
+        free(fbuf);
+        ghf__seterr(err, errlen, "%s:%s: cannot open %s with MPI-IO on rank %d", path, dn, tmp, rank);
+        return 1;
+    }
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    for (int64_t p = 0; p < n_pieces; p++) {
+        const int64_t lr0 = p * piece_rows;
+        const int64_t cnt = bad || lr0 >= nrows ? 0 : (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows);
+        const void *buf = x ? (const void *)(x + lr0 * d) : (const void *)&bad;
+        if (cnt > 0 && es == 4) {
+            const double *src = x + lr0 * d;
+            const int64_t m = cnt * d;
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < m; i++) fbuf[i] = (float)src[i];
+            buf = fbuf;
+        }
+        MPI_Status ms;
+        const MPI_Offset at = (MPI_Offset)(offset + (row0 + lr0) * row_bytes);
+        const int rc = MPI_File_write_at_all(fh, at, buf, (int)(cnt * d), es == 4 ? MPI_FLOAT : MPI_DOUBLE, &ms);
+        int got = 0;
+        MPI_Get_count(&ms, es == 4 ? MPI_FLOAT : MPI_DOUBLE, &got);
+        if (rc != MPI_SUCCESS || (cnt > 0 && got != (int)(cnt * d))) bad = 1;
+    }
+    ghf__h5_set_last_n_pieces((int)n_pieces);
+    if (MPI_File_sync(fh) != MPI_SUCCESS) bad = 1;
+    if (MPI_File_close(&fh) != MPI_SUCCESS) bad = 1;
+    free(fbuf);
+    if (bad) ghf__seterr(err, errlen, "%s:%s: writing %s failed on rank %d (disk full or I/O error)", path, dn, tmp,
+                         rank);
+    return bad;
 }
 
 int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, int64_t n, int d,
@@ -88,155 +244,42 @@ int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, in
     }
     if (rank == 0) st = ghf__check_writable(path, err, errlen);
     if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
-
-    char *tmp = tmp_name(comm, path);
-    st = tmp ? 0 : 1;
-    if (!tmp) ghf__seterr(err, errlen, "%s:%s: out of memory", pn, dn);
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        free(tmp);
-        return st;
-    }
-
-    /* --- pieces and conversion buffer --------------------------------------- */
     const int es = dtype_bits / 8;
-    int64_t row_bytes = (int64_t)d * es;
-    int64_t piece_rows = (int64_t)(ghf__h5_max_piece_bytes() / (size_t)row_bytes);
-    if (piece_rows < 1) piece_rows = 1;
-    int64_t my_pieces = (nrows + piece_rows - 1) / piece_rows, n_pieces = 0;
-    MPI_Allreduce(&my_pieces, &n_pieces, 1, MPI_INT64_T, MPI_MAX, comm);
-    float *fbuf = NULL;
-    if (es == 4 && nrows > 0) {
-        int64_t tr = nrows < piece_rows ? nrows : piece_rows;
-        fbuf = (float *)malloc((size_t)tr * (size_t)d * sizeof(float));
-        if (!fbuf) {
-            ghf__seterr(err, errlen, "%s:%s: out of memory on rank %d", pn, dn, rank);
-            st = 1;
-        }
-    }
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        free(fbuf);
-        free(tmp);
-        return st;
+    if (n > (INT64_MAX / 2) / d / es) {
+        ghf__seterr(err, errlen, "%s:%s: %" PRId64 " x %d values do not fit in a file", pn, dn, n, d);
+        return 2;
     }
 
-    /* --- collective create --------------------------------------------------- */
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
-    H5Pset_all_coll_metadata_ops(fapl, 1);
-    H5Pset_coll_metadata_write(fapl, 1);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
-    if (f < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot create %s", pn, dn, tmp);
-        st = 1;
-    }
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        if (f >= 0) H5Fclose(f);
-        if (rank == 0) unlink(tmp);
-        free(fbuf);
-        free(tmp);
-        return st;
-    }
-
-    hsize_t dims[2] = {(hsize_t)n, (hsize_t)d};
-    hid_t fspace = H5Screate_simple(2, dims, NULL);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    hid_t ftype = es == 4 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
-    hid_t mtype = es == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
-    hid_t ds = H5Dcreate2(f, dn, ftype, fspace, lcpl, dcpl, H5P_DEFAULT);
-    H5Pclose(lcpl);
-    H5Pclose(dcpl);
-    if (ds < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot create the dataset (invalid name?)", pn, dn);
-        st = 2;
-    }
-    for (int i = 0; st == 0 && i < n_attrs; i++) {
-        if (ghf__attr_str(ds, attr_keys[i], attr_vals[i]) < 0) {
-            ghf__seterr(err, errlen, "%s:%s: cannot write attribute '%s' (duplicate name?)", pn, dn, attr_keys[i]);
-            st = 2;
-        }
-    }
-    if (st == 0) {
-        if (ghf__attr_str(ds, "description", "data matrix: rows are observations, columns are dimensions") < 0 &&
-            H5Aexists(ds, "description") <= 0) {
-            ghf__seterr(err, errlen, "%s:%s: cannot write attribute 'description'", pn, dn);
-            st = 1;
-        }
-    }
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        if (ds >= 0) H5Dclose(ds);
-        H5Sclose(fspace);
-        H5Fclose(f);
-        if (rank == 0) unlink(tmp);
-        free(fbuf);
-        free(tmp);
-        return st;
-    }
-
-    /* --- collective write, in pieces ---------------------------------------- */
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-    int bad = 0;
-    float fdummy = 0.0f;
-    double ddummy = 0.0;
-    for (int64_t p = 0; p < n_pieces; p++) {
-        int64_t lr0 = p * piece_rows;
-        int64_t cnt = lr0 < nrows ? (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows) : 0;
-        hid_t mspace;
-        const void *buf;
-        if (cnt > 0) {
-            hsize_t start[2] = {(hsize_t)(row0 + lr0), 0};
-            hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
-            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
-            mspace = H5Screate_simple(2, count, NULL);
-            if (es == 4) {
-                const double *src = x + lr0 * d;
-                int64_t m = cnt * d;
-#pragma omp parallel for schedule(static)
-                for (int64_t i = 0; i < m; i++) fbuf[i] = (float)src[i];
-                buf = fbuf;
-            } else {
-                buf = x + lr0 * d;
-            }
-        } else {
-            hsize_t one = 1;
-            H5Sselect_none(fspace);
-            mspace = H5Screate_simple(1, &one, NULL);
-            H5Sselect_none(mspace);
-            buf = es == 4 ? (const void *)&fdummy : (const void *)&ddummy;
-        }
-        if (H5Dwrite(ds, mtype, mspace, fspace, dxpl, buf) < 0) bad = 1;
-        ghf__h5_record_io_mode(dxpl);
-        H5Sclose(mspace);
-    }
-    ghf__h5_set_last_n_pieces((int)n_pieces);
-    H5Pclose(dxpl);
-    H5Sclose(fspace);
-    if (H5Dclose(ds) < 0) bad = 1;
-    if (H5Fclose(f) < 0) bad = 1;
-    free(fbuf);
-    if (bad) {
-        ghf__seterr(err, errlen, "%s:%s: writing %s failed on rank %d (disk full?)", pn, dn, tmp, rank);
-        st = 1;
-    }
-    MPI_Barrier(comm);
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        if (rank == 0) unlink(tmp);
-        free(tmp);
-        return st;
-    }
-
-    /* --- rank 0: fsync and rename into place ---------------------------------- */
+    /* --- rank 0: skeleton and reservation --------------------------------------- */
+    char *tmp = NULL;
+    int64_t offset = 0;
     if (rank == 0) {
-        ghf__fsync_path(tmp);
-        if (rename(tmp, path) != 0) {
-            ghf__seterr(err, errlen, "%s:%s: cannot rename %s into place", pn, dn, tmp);
-            unlink(tmp);
+        st = make_skeleton(path, dn, n, d, es, n_attrs, attr_keys, attr_vals, &tmp, err, errlen);
+        if (st == 0) st = reserve_and_allocate(tmp, path, dn, n * d * es, es, &offset, err, errlen);
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        if (tmp) unlink(tmp);
+        free(tmp);
+        return st;
+    }
+    char tname[4200] = "";
+    if (rank == 0) snprintf(tname, sizeof tname, "%s", tmp);
+    MPI_Bcast(tname, (int)sizeof tname, MPI_CHAR, 0, comm);
+    MPI_Bcast(&offset, 1, MPI_INT64_T, 0, comm);
+
+    /* --- all ranks: the rows ------------------------------------------------------ */
+    st = write_rows(comm, tname, pn, dn, offset, d, es, row0, nrows, x, err, errlen);
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        if (rank == 0) unlink(tname);
+        free(tmp);
+        return st;
+    }
+
+    /* --- rank 0: rename into place -------------------------------------------------- */
+    if (rank == 0) {
+        if (rename(tname, path) != 0) {
+            ghf__seterr(err, errlen, "%s:%s: cannot rename %s into place: %s", pn, dn, tname, strerror(errno));
+            unlink(tname);
             st = 1;
         } else {
             ghf__fsync_parent(path);

@@ -45,10 +45,16 @@ typedef struct ghf_read_opts {
     int64_t win_start, win_len;   /* row window; win_len < 0 = to the end */
     int64_t win_step;             /* reserved: must be 0 or 1 */
     int drop_nonfinite;           /* 0: non-finite values are an error; 1: drop such rows */
+    int64_t granule;              /* ranks get whole groups of this many rows of the window
+                                     (ghf_block_range_granular); 0 or 1: any row boundary */
 } ghf_read_opts;
 
 /* Block partition: rank r of P gets rows [floor(r*n/P), floor((r+1)*n/P)). */
 void ghf_block_range(int64_t n, int rank, int size, int64_t *row0, int64_t *nrows);
+/* The same over groups of g rows: rank r gets groups [floor(r*m/P), floor((r+1)*m/P))
+ * of the m = ceil(n/g) groups (the last one may be short), so that every
+ * shard starts at a multiple of g. */
+void ghf_block_range_granular(int64_t n, int64_t g, int rank, int size, int64_t *row0, int64_t *nrows);
 
 /* Collective over comm.  Accepted on-disk types: IEEE float32 / float64 (any
  * byte order); integer datasets (8..64 bit, signed or unsigned) are also
@@ -64,9 +70,65 @@ int  ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
                        char *err, size_t errlen);
 void ghf_shard_free(ghf_shard *s);
 
-/* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset. */
+/* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset,
+ * with every check of the collective read's inspection (io/h5inspect.c). */
 int  ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
                   char *err, size_t errlen);
+/* As ghf_h5_probe; also the file that holds the data (file_len bytes; it
+ * differs from path when the dataset is reached through an external link). */
+int  ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
+                       char *err, size_t errlen);
+
+/* The row window [start, start + len) of a dataset of n rows (len < 0: to
+ * the end): 0 with *rows, or 2 with a message starting with `what`. */
+int  ghf_h5_window(const char *what, int64_t n, int64_t start, int64_t len, int64_t *rows, char *err, size_t errlen);
+
+/* Can `rows` x `d` be fitted at all?  Status 2 with a message starting with
+ * `what` when rows < d + 1, or when one of n_ranks ranks would need more
+ * memory for its rows and the d x d matrices than the node has; else 0.
+ * Pure arithmetic: call it before allocating anything. */
+int  ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * Path safety (io/guard.c; serial, rank 0): what ghfit may write, replace or
+ * remove.  Layout of the signatures: docs/output-schema.md.
+ * ------------------------------------------------------------------------- */
+
+typedef enum ghf_path_kind {
+    GHF_PATH_INPUT = 0, /* read only */
+    GHF_PATH_RESULT,    /* a result file: replaced only if it has the root attribute ghfit_version */
+    GHF_PATH_CHECKPOINT,/* a checkpoint or its _prev: format = "ghfit-checkpoint" */
+    GHF_PATH_MATRIX     /* `ghfit generate --out`: a data set written by ghfit generate */
+} ghf_path_kind;
+
+typedef struct ghf_path_use {
+    const char *path;
+    const char *what;    /* how messages name it: "--out", "--data", "checkpoint _prev file", ... */
+    ghf_path_kind kind;
+    const char *dataset; /* GHF_PATH_MATRIX: the dataset written (NULL: /X) */
+} ghf_path_use;
+
+/* Status 2 with one message naming both paths when two of them are the same
+ * file (by device and inode after resolving links and "..": a file that does
+ * not exist yet is compared by its directory's identity and its name), or
+ * naming the path and the cause when an existing output is not a regular
+ * file or does not carry ghfit's signature of its kind.  Opens nothing but
+ * regular files; creates nothing. */
+int ghf_paths_check(const ghf_path_use *u, int n, char *err, size_t errlen);
+/* 1 if a and b name the same file (or, neither existing, the same directory entry). */
+int ghf_same_file(const char *a, const char *b);
+/* 1 if path is a regular file carrying ghfit's signature of `kind`. */
+int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset);
+
+/* Takes "<path>.lock" (created if needed; an fcntl write lock) for the rest
+ * of the process: 0, or 2 with a message naming the holder (pid, host,
+ * start time) when another process holds it, or when "<path>.lock" exists
+ * and is not a ghfit lock file.  Where the file system has no locks the run
+ * goes on with a warning on stderr.  Released (and the lock file removed) by
+ * ghf_out_unlock_all, which also runs at the start of MPI_Finalize (before
+ * any other rank can end) and at exit. */
+int  ghf_out_lock(const char *path, char *err, size_t errlen);
+void ghf_out_unlock_all(void);
 
 /* ---------------------------------------------------------------------------
  * `ghfit generate`: collective write of an N x d matrix.
@@ -92,11 +154,12 @@ typedef struct ghf_out_meta {
     const char *version, *git_commit, *command_line, *backend;
     int n_ranks;
     const char *config_text; /* may be NULL; when set, written as the /config string dataset */
+    int omp_threads;         /* OpenMP threads per rank (root attribute omp_threads when > 0) */
 } ghf_out_meta;
 
 typedef struct ghf_fit_record {
     const char *name;        /* group name under /fits, e.g. "gh" */
-    const char *family;      /* "gh" | "nig" */
+    const char *family;      /* the family's name (src/family/family.h: gh, hyp, nig, vg, t, gauss) */
     int64_t n_obs; int d; int n_iter; int converged;
     const char *status;      /* text, e.g. "converged", "max_iter", "boundary: b -> 0 (...)" */
     double loglik, aic, bic, elapsed_s;
@@ -107,6 +170,14 @@ typedef struct ghf_fit_record {
     int n_ranks; const double *phase_s;              /* [n_ranks][n_phases] wall seconds */
     const char *backend;                             /* optional, "cpu"/"cuda" */
     int64_t n_dropped;
+    int symmetric;                                   /* 1: gamma held at 0 */
+    double p_fixed;                                  /* the GIG index when held fixed (by the family
+                                                        or by the user), NaN when estimated */
+    const char *moments_note;                        /* why moments are NaN (heavy tails), or NULL */
+    /* the data the fit was made on (attributes data_file, dataset, row_start,
+     * row_count; NULL data_file: not written) */
+    const char *data_file, *dataset;
+    int64_t row_start, row_count;
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;
@@ -140,12 +211,29 @@ typedef struct ghf_fit_summary {
     int     n_iter;
     int     converged;
     double  seconds;
+    char    status[80]; /* the fit's status, cut to 79 bytes (empty in files of older versions) */
 } ghf_fit_summary;
 
 /* Reads the /summary table of a result file (serial driver, any process).
  * *rows is malloc'd (free() it; NULL when *n_rows == 0). */
 int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_rows,
                             char *err, size_t errlen);
+
+/* What a result file says of a fit's model and data (for likelihood-ratio
+ * tests): symmetric (-1 when not recorded), p_fixed (NaN: estimated or not
+ * recorded), the data identity (has_data 0 in files without it). */
+typedef struct ghf_fit_model_info {
+    int symmetric;
+    double p_fixed;
+    int has_data;
+    char data_file[1024], dataset[256];
+    int64_t row_start, row_count, n_dropped;
+} ghf_fit_model_info;
+
+/* Reads the attributes of /fits/<rows[i].name> for each of n summary rows
+ * into info[i] (serial, any process).  0, or 2 with a message. */
+int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n, ghf_fit_model_info *info,
+                           char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

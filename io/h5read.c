@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* this module */
 #include "h5internal.h"
@@ -37,6 +38,21 @@ void ghf_block_range(int64_t n, int rank, int size, int64_t *row0, int64_t *nrow
     if (nrows) *nrows = b - a;
 }
 
+void ghf_block_range_granular(int64_t n, int64_t g, int rank, int size, int64_t *row0, int64_t *nrows)
+{
+    if (g <= 1) {
+        ghf_block_range(n, rank, size, row0, nrows);
+        return;
+    }
+    int64_t b0 = 0, nb = 0;
+    ghf_block_range(n > 0 ? (n - 1) / g + 1 : 0, rank, size, &b0, &nb);
+    int64_t a = b0 * g, b = (b0 + nb) * g;
+    if (a > n) a = n;
+    if (b > n) b = n;
+    if (row0) *row0 = a;
+    if (nrows) *nrows = b - a;
+}
+
 void ghf_shard_free(ghf_shard *s)
 {
     if (!s) return;
@@ -45,16 +61,72 @@ void ghf_shard_free(ghf_shard *s)
     s->nrows = 0;
 }
 
+int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
+                      char *err, size_t errlen)
+{
+    ghf__dsinfo *info = (ghf__dsinfo *)malloc(sizeof *info);
+    if (!info) {
+        ghf__seterr(err, errlen, "%s: out of memory", path ? path : "(null)");
+        return 1;
+    }
+    int rc = ghf__inspect(path, dataset, info, err, errlen);
+    if (rc == 0) {
+        if (n) *n = info->n;
+        if (d) *d = (int)info->d;
+        if (file && file_len) snprintf(file, file_len, "%s", info->file);
+    }
+    free(info);
+    return rc;
+}
+
 int ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
                  char *err, size_t errlen)
 {
-    ghf__dsinfo info;
-    int rc = ghf__inspect(path, dataset, &info, err, errlen);
-    if (rc == 0) {
-        if (n) *n = info.n;
-        if (d) *d = (int)info.d;
+    return ghf_h5_probe_file(path, dataset, n, d, NULL, 0, err, errlen);
+}
+
+int ghf_h5_window(const char *what, int64_t n, int64_t start, int64_t len, int64_t *rows, char *err, size_t errlen)
+{
+    *rows = 0;
+    if (start < 0 || start >= n) {
+        ghf__seterr(err, errlen, "%s: window start %" PRId64 " is out of range (dataset has %" PRId64 " rows)", what,
+                    start, n);
+        return 2;
     }
-    return rc;
+    if (len == 0) {
+        ghf__seterr(err, errlen, "%s: window of 0 rows requested (window start %" PRId64 ")", what, start);
+        return 2;
+    }
+    if (len > n - start) {
+        ghf__seterr(err, errlen, "%s: window of %" PRId64 " rows from row %" PRId64 " is out of range (dataset has %"
+                    PRId64 " rows)", what, len, start, n);
+        return 2;
+    }
+    *rows = len < 0 ? n - start : len;
+    return 0;
+}
+
+int ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, char *err, size_t errlen)
+{
+    if (rows < d + 1) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows but %" PRId64 " columns: at least d + 1 = %" PRId64
+                    " rows are needed for a fit", what, rows, d, d + 1);
+        return 2;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || psize <= 0) return 0; /* unknown: let malloc decide */
+    const double mem = (double)pages * (double)psize;
+    const double per_rank = ceil((double)rows / (n_ranks > 0 ? n_ranks : 1)) * (double)d * 8.0;
+    const double dd = 4.0 * (double)d * (double)d * 8.0; /* data and fitted covariances, factors */
+    if (per_rank + dd > mem) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows x %" PRId64 " columns need at least %.3g GiB per rank "
+                    "on %d rank%s (%.3g GiB of rows, %.3g GiB of d x d matrices), more than the %.3g GiB of this "
+                    "node: use more ranks or a row window", what, rows, d, (per_rank + dd) / 1073741824.0,
+                    n_ranks, n_ranks == 1 ? "" : "s", per_rank / 1073741824.0, dd / 1073741824.0,
+                    mem / 1073741824.0);
+        return 2;
+    }
+    return 0;
 }
 
 /* Converts cnt elements of the native type (cls, size) at src to double. */
@@ -118,20 +190,9 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
     if (rank == 0) {
         st = ghf__inspect(path, dn, &info, err, errlen);
         if (st == 0) {
-            wn = o->win_len < 0 ? info.n - w0 : o->win_len;
-            if (w0 < 0 || w0 >= info.n) {
-                ghf__seterr(err, errlen, "%s:%s: window start %" PRId64 " is out of range (dataset has %" PRId64 " rows)",
-                            path, dn, w0, info.n);
-                st = 2;
-            } else if (o->win_len == 0) {
-                ghf__seterr(err, errlen, "%s:%s: window of 0 rows requested (window start %" PRId64 ")",
-                            path, dn, w0);
-                st = 2;
-            } else if (wn > info.n - w0) {
-                ghf__seterr(err, errlen, "%s:%s: window [%" PRId64 ", %" PRId64 ") is out of range (dataset has %" PRId64 " rows)",
-                            path, dn, w0, w0 + wn, info.n);
-                st = 2;
-            }
+            char what[1200];
+            snprintf(what, sizeof what, "%s:%s", path, dn);
+            st = ghf_h5_window(what, info.n, w0, o->win_len, &wn, err, errlen);
         }
     }
     if ((st = ghf__agree(comm, st, err, errlen)) != 0) return st;
@@ -149,7 +210,7 @@ int ghf_h5_read_shard(MPI_Comm comm, const ghf_read_opts *o, ghf_shard *out,
 
     /* --- partition, pieces, buffers ------------------------------------------ */
     int64_t row0 = 0, nrows = 0;
-    ghf_block_range(wn, rank, size, &row0, &nrows);
+    ghf_block_range_granular(wn, o->granule, rank, size, &row0, &nrows);
     size_t piece_bytes = ghf__h5_max_piece_bytes();
     int64_t row_bytes = (int64_t)d * es;
     int64_t piece_rows = (int64_t)(piece_bytes / (size_t)row_bytes);

@@ -1,21 +1,25 @@
 /* h5write.c - the result file (layout: docs/output-schema.md).
  *
- * Written by ONE process (rank 0) with the serial HDF5 driver to
- * "<out>.tmp.<pid>" in the output directory; ghf_h5_out_commit writes
- * /summary, closes, fsyncs and renames the file into place, so a failed run
- * never leaves a partial file at the final path.  ghf_h5_read_fit_summary
- * reads /summary back (for `ghfit summary` and the tests). */
+ * Built by ONE process (rank 0) in memory (HDF5's core driver: no HDF5 call
+ * ever writes to disk, see ghf__h5_mem_save); ghf_h5_out_commit writes
+ * /summary, saves the image to "<out>.tmp.<pid>" in the output directory
+ * (plain POSIX writes, fsync'ed) and renames it into place, so a failed run
+ * -- a full disk included -- never leaves a partial file at the final path
+ * nor a temporary one.  ghf_h5_read_fit_summary reads /summary back (for
+ * `ghfit summary` and the tests). */
 
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* strdup, fsync, getpid, gmtime_r, mkdtemp */
 #endif
 
 /* standard headers */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +30,7 @@ struct ghf_h5_writer {
     char            *final_path;
     char            *tmp_path;
     hid_t            f;
+    ghf__memfile    *mf;
     hid_t            fits;
     int              n_fits, cap;
     ghf_fit_summary *rows;
@@ -117,13 +122,16 @@ static hid_t make_group(hid_t loc, const char *name, const char *desc)
 /* The /summary row type (memory layout = ghf_fit_summary). */
 static hid_t summary_type(void)
 {
-    hid_t sname = H5Tcopy(H5T_C_S1), sfam = H5Tcopy(H5T_C_S1);
+    hid_t sname = H5Tcopy(H5T_C_S1), sfam = H5Tcopy(H5T_C_S1), sst = H5Tcopy(H5T_C_S1);
     H5Tset_size(sname, sizeof(((ghf_fit_summary *)0)->name));
     H5Tset_size(sfam, sizeof(((ghf_fit_summary *)0)->family));
+    H5Tset_size(sst, sizeof(((ghf_fit_summary *)0)->status));
     H5Tset_strpad(sname, H5T_STR_NULLTERM);
     H5Tset_strpad(sfam, H5T_STR_NULLTERM);
+    H5Tset_strpad(sst, H5T_STR_NULLTERM);
     H5Tset_cset(sname, H5T_CSET_UTF8);
     H5Tset_cset(sfam, H5T_CSET_UTF8);
+    H5Tset_cset(sst, H5T_CSET_UTF8);
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(ghf_fit_summary));
     H5Tinsert(t, "name", HOFFSET(ghf_fit_summary, name), sname);
     H5Tinsert(t, "family", HOFFSET(ghf_fit_summary, family), sfam);
@@ -135,8 +143,10 @@ static hid_t summary_type(void)
     H5Tinsert(t, "n_iter", HOFFSET(ghf_fit_summary, n_iter), H5T_NATIVE_INT);
     H5Tinsert(t, "converged", HOFFSET(ghf_fit_summary, converged), H5T_NATIVE_INT);
     H5Tinsert(t, "seconds", HOFFSET(ghf_fit_summary, seconds), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "status", HOFFSET(ghf_fit_summary, status), sst);
     H5Tclose(sname);
     H5Tclose(sfam);
+    H5Tclose(sst);
     return t;
 }
 
@@ -158,13 +168,13 @@ static void writer_free(ghf_h5_writer *w)
     free(w);
 }
 
-/* Closes the HDF5 handles (ignoring errors) and removes the temp file. */
+/* Closes the HDF5 handles (in memory: nothing on disk yet). */
 static void writer_discard(ghf_h5_writer *w)
 {
     if (w->fits >= 0) H5Gclose(w->fits);
-    if (w->f >= 0) H5Fclose(w->f);
+    if (w->f >= 0) ghf__h5_mem_discard(w->f, w->mf);
     w->fits = w->f = -1;
-    if (w->tmp_path) unlink(w->tmp_path);
+    w->mf = NULL;
 }
 
 ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, char *err, size_t errlen)
@@ -177,27 +187,18 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, ch
         return NULL;
     }
     w->f = w->fits = -1;
-    size_t n = strlen(final_path) + 32;
     w->final_path = strdup(final_path);
-    w->tmp_path = (char *)malloc(n);
-    if (!w->final_path || !w->tmp_path) {
+    if (!w->final_path) {
         ghf__seterr(err, errlen, "%s: out of memory", final_path);
         writer_free(w);
         return NULL;
     }
-    snprintf(w->tmp_path, n, "%s.tmp.%ld", final_path, (long)getpid());
-
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_file_locking(fapl, 1, 1);
     /* 1.8-format groups (link-info indexed, compact attribute storage) keep
      * adding the 2,000th fit of a sweep as cheap as the first; every HDF5
      * >= 1.8 (h5py, R hdf5r, MATLAB) reads them. */
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
-    w->f = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
+    w->f = ghf__h5_mem_create(final_path, H5F_LIBVER_V18, &w->mf);
     if (w->f < 0) {
-        ghf__seterr(err, errlen, "%s: cannot create the temporary file %s", final_path, w->tmp_path);
-        unlink(w->tmp_path);
+        ghf__seterr(err, errlen, "%s: cannot create the result file in memory", final_path);
         writer_free(w);
         return NULL;
     }
@@ -216,6 +217,7 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, ch
     bad |= ghf__attr_str(w->f, "created", created) < 0;
     bad |= ghf__attr_str(w->f, "command_line", m->command_line ? m->command_line : "") < 0;
     bad |= ghf__attr_int(w->f, "n_ranks", m->n_ranks) < 0;
+    if (m->omp_threads > 0) bad |= ghf__attr_int(w->f, "omp_threads", m->omp_threads) < 0;
     bad |= ghf__attr_str(w->f, "backend", m->backend ? m->backend : "") < 0;
     if (!bad && m->config_text)
         bad |= write_string(w->f, "config", m->config_text,
@@ -225,7 +227,7 @@ ghf_h5_writer *ghf_h5_out_open(const char *final_path, const ghf_out_meta *m, ch
         bad |= w->fits < 0;
     }
     if (bad) {
-        ghf__seterr(err, errlen, "%s: writing the file header to %s failed", final_path, w->tmp_path);
+        ghf__seterr(err, errlen, "%s: writing the file header failed (out of memory?)", final_path);
         writer_discard(w);
         writer_free(w);
         return NULL;
@@ -246,8 +248,8 @@ static int check_record(const ghf_h5_writer *w, const ghf_fit_record *r, char *e
                     r->name ? r->name : "(null)");
         return 2;
     }
-    if (!r->family || (strcmp(r->family, "gh") != 0 && strcmp(r->family, "nig") != 0)) {
-        ghf__seterr(err, errlen, "%s:/fits/%s: family must be \"gh\" or \"nig\"", fp, r->name);
+    if (!r->family || !*r->family || strlen(r->family) >= sizeof(((ghf_fit_summary *)0)->family)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: the record has no family name (1-15 characters)", fp, r->name);
         return 2;
     }
     if (r->d < 1 || !r->mu || !r->gamma || !r->sigma) {
@@ -316,6 +318,14 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     bad |= ghf__attr_f64(g, "bic", r->bic) < 0;
     bad |= ghf__attr_f64(g, "elapsed_s", r->elapsed_s) < 0;
     bad |= ghf__attr_i64(g, "n_dropped", r->n_dropped) < 0;
+    bad |= ghf__attr_int(g, "symmetric", r->symmetric ? 1 : 0) < 0;
+    if (r->data_file) {
+        bad |= ghf__attr_str(g, "data_file", r->data_file) < 0;
+        bad |= ghf__attr_str(g, "dataset", r->dataset ? r->dataset : "/X") < 0;
+        bad |= ghf__attr_i64(g, "row_start", r->row_start) < 0;
+        bad |= ghf__attr_i64(g, "row_count", r->row_count) < 0;
+    }
+    bad |= ghf__attr_f64(g, "p_fixed", r->p_fixed) < 0;
     if (r->backend) bad |= ghf__attr_str(g, "backend", r->backend) < 0;
     {
         hsize_t nt = (hsize_t)r->n_trace;
@@ -337,6 +347,7 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
 
     gm = make_group(g, "moments", "moments of the fitted distribution");
     bad |= gm < 0;
+    if (gm >= 0 && r->moments_note) bad |= ghf__attr_str(gm, "reason", r->moments_note) < 0;
     if (gm >= 0) {
         hsize_t d1 = (hsize_t)d;
         const double *mean = r->mean, *cov = r->cov;
@@ -390,7 +401,7 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     if (gp >= 0) bad |= H5Gclose(gp) < 0;
     bad |= H5Gclose(g) < 0;
     if (bad) {
-        ghf__seterr(err, errlen, "%s:/fits/%s: writing the fit to %s failed", w->final_path, r->name, w->tmp_path);
+        ghf__seterr(err, errlen, "%s:/fits/%s: writing the fit failed (out of memory?)", w->final_path, r->name);
         return 1;
     }
 
@@ -406,6 +417,7 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     row->n_iter = r->n_iter;
     row->converged = r->converged ? 1 : 0;
     row->seconds = r->elapsed_s;
+    snprintf(row->status, sizeof row->status, "%s", r->status ? r->status : "");
     return 0;
 }
 
@@ -426,18 +438,26 @@ int ghf_h5_out_commit(ghf_h5_writer *w, char *err, size_t errlen)
     H5Tclose(t);
     bad |= H5Gclose(w->fits) < 0;
     w->fits = -1;
-    bad |= H5Fclose(w->f) < 0;
-    w->f = -1;
-    if (!bad && ghf__fsync_path(w->tmp_path) != 0) bad = 1;
     if (bad) {
-        ghf__seterr(err, errlen, "%s: writing %s failed (disk full?)", w->final_path, w->tmp_path);
+        ghf__seterr(err, errlen, "%s: writing /summary failed (out of memory?)", w->final_path);
         writer_discard(w);
         writer_free(w);
         return 1;
     }
+    char why[256] = "";
+    const hid_t f = w->f;
+    w->f = -1; /* closed (and mf freed) by the save, whatever happens */
+    ghf__memfile *mf = w->mf;
+    w->mf = NULL;
+    if (ghf__h5_mem_save(f, mf, w->final_path, &w->tmp_path, why, sizeof why) != 0) {
+        ghf__seterr(err, errlen, "%s: writing the result file failed: %s", w->final_path, why);
+        writer_free(w);
+        return 1;
+    }
     if (rename(w->tmp_path, w->final_path) != 0) {
-        ghf__seterr(err, errlen, "%s: cannot rename %s into place", w->final_path, w->tmp_path);
-        writer_discard(w);
+        ghf__seterr(err, errlen, "%s: cannot rename %s into place: %s", w->final_path, w->tmp_path,
+                    strerror(errno));
+        unlink(w->tmp_path);
         writer_free(w);
         return 1;
     }
@@ -472,8 +492,14 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
         ghf__seterr(err, errlen, "no result file given");
         return 2;
     }
-    if (access(path, F_OK) != 0) {
-        ghf__seterr(err, errlen, "%s:/summary: cannot open file: no such file", path);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        ghf__seterr(err, errlen, "%s:/summary: cannot open file: %s", path, strerror(errno));
+        return 2;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO would block the first open() */
+        ghf__seterr(err, errlen, "%s:/summary: is a %s, not a ghfit result file", path,
+                    ghf__file_type_name(st.st_mode));
         return 2;
     }
     if (H5Fis_hdf5(path) <= 0) {
@@ -525,6 +551,7 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
     for (hsize_t i = 0; i < n; i++) {
         r[i].name[sizeof r[i].name - 1] = '\0';
         r[i].family[sizeof r[i].family - 1] = '\0';
+        r[i].status[sizeof r[i].status - 1] = '\0';
     }
     *rows = r;
     *n_rows = (int)n;

@@ -5,7 +5,9 @@
  *   ghf_dlog_kv_dv(v, z)    d/dv log K_v(z) (computed directly, not by a
  *                           finite difference)
  *   ghf_log_kv_ratio(v, z)  log(K_{v+1}(z) / K_v(z))
- *   ghf_bessel_fused(v, z)  all of them at once (the E-step entry point)
+ *   ghf_bessel_fused(v, z)  all of them at once (the E-step entry point),
+ *                           with log K in exponentially scaled form
+ *                           (log K_v(z) + z, exact where log K ~ -z)
  *
  * K is even in v, so for v < 0 the up/down ratios swap and dlogk_dv flips
  * sign.  Every function is GHF_HD static inline: no allocation, no globals,
@@ -39,7 +41,7 @@
 #include "bessel_olver.h"
 
 typedef struct ghf_bessel_eval {
-    double logk;         /* log K_v(z) */
+    double logk_s;       /* log K_v(z) + z (log of the scaled K: no cancellation against z) */
     double log_ratio_up; /* log(K_{v+1}(z)/K_v(z)) */
     double log_ratio_dn; /* log(K_{v-1}(z)/K_v(z)) */
     double dlogk_dv;     /* d/dv log K_v(z) */
@@ -53,8 +55,8 @@ GHF_HD static inline double ghf__logaddexp(double a, double b)
     return m + log1p(exp(n - m));
 }
 
-/* a >= 0.  With logk_lo != NULL, log K is returned as the double-double
- * logk + *logk_lo, accurate to ~1e-16 absolute even where its terms are
+/* a >= 0.  With logk_lo != NULL, log K + z is returned as the double-double
+ * logk_s + *logk_lo, accurate to ~1e-16 absolute even where its terms are
  * large (slow; used to build plans). */
 GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, double *logk_lo)
 {
@@ -62,10 +64,11 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, d
     if (logk_lo) *logk_lo = 0.0;
     if (a >= GHF__OLVER_VMIN) {
         ghf__olver_result r = ghf__olver_eval(a, z);
-        out.logk = r.logk;
+        out.logk_s = r.logk_s;
         if (logk_lo) {
-            ghf__dd l = ghf__dd_add(ghf__olver_f0_dd(a, z), ghf__dd_make(r.rest, 0.0));
-            out.logk = l.hi;
+            ghf__dd l = ghf__dd_add(ghf__dd_add(ghf__olver_f0_dd(a, z), ghf__dd_make(z, 0.0)),
+                                    ghf__dd_make(r.rest, 0.0));
+            out.logk_s = l.hi;
             *logk_lo = l.lo;
         }
         out.log_ratio_up = r.lr_up;
@@ -73,7 +76,7 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, d
         out.dlogk_dv = r.dlogk;
     } else {
         ghf__small_result r = ghf__small_eval(a, z);
-        out.logk = r.logk;
+        out.logk_s = r.logk_s;
         out.log_ratio_up = r.lr_up;
         out.log_ratio_dn = r.lr_dn;
         out.dlogk_dv = r.dlogk;
@@ -85,7 +88,7 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_ext(double v, double z, d
 {
     ghf_bessel_eval out;
     if (!(z > 0.0) || isnan(v) || isinf(z) || isinf(v)) {
-        out.logk = out.log_ratio_up = out.log_ratio_dn = out.dlogk_dv = NAN;
+        out.logk_s = out.log_ratio_up = out.log_ratio_dn = out.dlogk_dv = NAN;
         if (logk_lo) *logk_lo = 0.0;
         return out;
     }
@@ -111,7 +114,7 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_trap(double v, double z)
     double a = fabs(v);
     ghf__trap_result T = ghf__trap_eval(a, z);
     double dn, up;
-    out.logk = T.logk;
+    out.logk_s = T.logk + z;
     if (z >= 1.0 || a >= 2.0) {
         dn = T.lmean_em - T.tstar;
     } else {
@@ -125,9 +128,16 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_trap(double v, double z)
     return out;
 }
 
+/* log K_v(z) from an evaluation at z */
+GHF_HD static inline double ghf_bessel_logk(const ghf_bessel_eval *e, double z)
+{
+    return e->logk_s - z;
+}
+
 GHF_HD static inline double ghf_log_kv(double v, double z)
 {
-    return ghf_bessel_fused(v, z).logk;
+    const ghf_bessel_eval e = ghf_bessel_fused(v, z);
+    return ghf_bessel_logk(&e, z);
 }
 
 GHF_HD static inline double ghf_dlog_kv_dv(double v, double z)

@@ -23,7 +23,7 @@
 #define GHF__PI_2 1.5707963267948966192313216916398 /* pi/2 */
 
 typedef struct ghf__olver_result {
-    double logk;  /* log K_v(z) */
+    double logk_s; /* log K_v(z) + z */
     double f0;    /* peak value v t* - R (the steep part of log K) */
     double rest;  /* log K - f0 = log(pi/(2R))/2 + log S (small) */
     double lr_dn; /* log(K_{v-1}/K_v) */
@@ -48,13 +48,20 @@ GHF_HD static inline int ghf__olver_kmax(double v)
     return 16; /* v >= 20: |u_17| / v^17 < 2e-18 */
 }
 
-/* Peak value f0 = v asinh(v/z) - sqrt(z^2+v^2) = -v eta(z/v), v > 0. */
-GHF_HD static inline double ghf__olver_f0(double v, double z, double R, double ts)
+/* Peak value f0 = v asinh(v/z) - sqrt(z^2+v^2) = -v eta(z/v), v > 0, and
+ * *f0s = f0 + z (without the cancellation of -R against z at large z:
+ * R - z = v^2 / (R + z)). */
+GHF_HD static inline double ghf__olver_f0(double v, double z, double R, double ts, double *f0s)
 {
     /* d = z - zeta0 v, exact to rounding of a small quantity */
     double dz = fma(-GHF__OLVER_ZETA0_HI, v, z) - GHF__OLVER_ZETA0_LO * v;
     double del = dz / v;
-    if (fabs(del) <= 0.08) return -dz * ghf__olver_eta_series(del);
+    if (fabs(del) <= 0.08) {
+        const double f0 = -dz * ghf__olver_eta_series(del);
+        *f0s = f0 + z;
+        return f0;
+    }
+    *f0s = v * ts - v * (v / (R + z));
     return v * ts - R;
 }
 
@@ -85,10 +92,11 @@ GHF_HD static inline ghf__olver_result ghf__olver_eval(double v, double z)
     double sp, sk, sq, se;
     ghf__olver_sums(-t / v, t * t, ghf__olver_kmax(v), &sp, &sk, &sq, &se);
     double S = 1.0 + sp;
-    double f0 = ghf__olver_f0(v, z, R, ts);
+    double f0s;
+    double f0 = ghf__olver_f0(v, z, R, ts, &f0s);
     r.f0 = f0;
     r.rest = 0.5 * log(GHF__PI_2 / R) + log1p(sp);
-    r.logk = f0 + r.rest;
+    r.logk_s = f0s + r.rest;
     /* K_{v-1}/K_v = z/(R+v) - (z/R) se/S */
     double rdn = z / (R + v) - zr * se / S;
     r.lr_dn = log(rdn);

@@ -15,8 +15,10 @@
  * Per piece: 16 Chebyshev nodes of the first kind plus one anchor node; the
  * fused evaluator is called at each (log K as a double-double, see
  * ghf__bessel_fused_ext); finish_piece turns node values into monomial
- * coefficients in x = (z - c)/hw.  log K is stored in anchored form
- *     log K(z) = L_a + (z - z_a) A(z),   A = divided difference,
+ * coefficients in x = (z - c)/hw.  The scaled log K_s = log K + z (what the
+ * evaluators return: exact at large z, where log K ~ -z) is stored in
+ * anchored form
+ *     log K_s(z) = L_a + (z - z_a) A(z),   A = divided difference,
  * with L_a a double-double and z_a, between two Chebyshev nodes, near
  * max(zeta0 |v|, 0.6), where log K ~ 0 (log K is decreasing in z, so this is
  * also near the smallest |log K| of the piece).  z - z_a is exact (Sterbenz),
@@ -51,9 +53,9 @@
 
 typedef struct ghf_bessel_plan_piece {
     double c, ihw;            /* centre and 1/half-width: x = (z - c) ihw */
-    double za, la_hi, la_lo;  /* anchor: log K(za) = la_hi + la_lo */
+    double za, la_hi, la_lo;  /* anchor: log K(za) + za = la_hi + la_lo */
     /* before finish_piece: node values, buf[r * 16 + j] for node j and row r
-     * = logk hi, logk lo, ratio up, ratio dn, dlogk/dv;
+     * = logk_s hi, logk_s lo, ratio up, ratio dn, dlogk/dv;
      * after: monomial coefficients in x, interleaved, buf[4 j + l] for x^j
      * and l = A, ratio up, ratio dn, dlogk/dv */
     double buf[5 * GHF_BESSEL_PLAN_NODES];
@@ -165,13 +167,13 @@ GHF_HD static inline void ghf_bessel_plan_node(ghf_bessel_plan *pl, int i)
     double lo;
     if (j == GHF_BESSEL_PLAN_NODES) { /* the anchor */
         ghf_bessel_eval ea = ghf__bessel_fused_ext(pl->v, P->za, &lo);
-        ghf__dd la = ghf__quick_two_sum(ea.logk, lo);
+        ghf__dd la = ghf__quick_two_sum(ea.logk_s, lo);
         P->la_hi = la.hi;
         P->la_lo = la.lo;
         return;
     }
     ghf_bessel_eval e = ghf__bessel_fused_ext(pl->v, ghf__plan_node_z(P, j), &lo);
-    P->buf[0 * GHF_BESSEL_PLAN_NODES + j] = e.logk;
+    P->buf[0 * GHF_BESSEL_PLAN_NODES + j] = e.logk_s;
     P->buf[1 * GHF_BESSEL_PLAN_NODES + j] = lo;
     P->buf[2 * GHF_BESSEL_PLAN_NODES + j] = e.log_ratio_up;
     P->buf[3 * GHF_BESSEL_PLAN_NODES + j] = e.log_ratio_dn;
@@ -225,11 +227,11 @@ GHF_HD static inline void ghf_bessel_plan_finish_piece(ghf_bessel_plan *pl, int 
         f[1][j] = up;
         f[2][j] = dn;
         f[3][j] = P->buf[4 * n + j];
-        /* divided differences (log K(z_j) - L_a) / (z_j - z_a); should a node
-         * coincide with the anchor, d/dz log K = -(K_{v-1} + K_{v+1}) / (2 K_v) */
+        /* divided differences (log K_s(z_j) - L_a) / (z_j - z_a); should a
+         * node coincide with the anchor, d/dz log K_s = 1 - (K_{v-1} + K_{v+1}) / (2 K_v) */
         double zj = ghf__plan_node_z(P, j);
         if (zj == za) {
-            f[0][j] = -0.5 * (exp(up) + exp(dn));
+            f[0][j] = 1.0 - 0.5 * (exp(up) + exp(dn));
         } else {
             ghf__dd d = ghf__dd_add(ghf__quick_two_sum(lh[j], ll[j]), ghf__dd_neg(la));
             f[0][j] = (d.hi + d.lo) / (zj - za);
@@ -301,7 +303,7 @@ GHF_HD static inline ghf_bessel_eval ghf__plan_result(const ghf_bessel_plan_piec
                                                       const double *p)
 {
     ghf_bessel_eval r;
-    r.logk = P->la_hi + (P->la_lo + (z - P->za) * p[0]);
+    r.logk_s = P->la_hi + (P->la_lo + (z - P->za) * p[0]);
     r.log_ratio_up = p[1];
     r.log_ratio_dn = p[2];
     r.dlogk_dv = p[3];

@@ -265,7 +265,7 @@ GHF_HD static inline ghf__kbase ghf__hankel_mid(double mu, double x)
 }
 
 typedef struct ghf__small_result {
-    double logk, lr_up, lr_dn, dlogk;
+    double logk_s, lr_up, lr_dn, dlogk; /* logk_s = log K_v(z) + z */
 } ghf__small_result;
 
 /* a >= 0 (small or moderate), z > 0. */
@@ -276,8 +276,10 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
     double mu = a - (double)N;
     ghf__kbase b = (z <= 2.0) ? ghf__temme(mu, z)
                    : (z < GHF__HANKEL_ZMIN) ? ghf__trap_mid(mu, z) : ghf__hankel_mid(mu, z);
+    /* log K + z = log(k) + (z - sc): sc is 0 (then z <= 2) or z (exactly) */
+    const double zsc = z - b.sc;
     if (N == 0) {
-        o.logk = log(b.k) - b.sc;
+        o.logk_s = log(b.k) + zsc;
         o.lr_up = log(b.r1);
         o.lr_dn = log(b.rm);
         o.dlogk = b.d0;
@@ -302,9 +304,9 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
         double kv = b.k * B; /* K_v e^sc when in range: its log has an absolute
                                 error ~ its relative error, whatever its size */
         if (cnt == 0 && kv > 1e-300 && kv < 1e300)
-            o.logk = log(kv) - b.sc;
+            o.logk_s = log(kv) + zsc;
         else
-            o.logk = (log(b.k) - b.sc) + log(B) + cnt * 230.25850929940456840179914546844; /* log(1e100) */
+            o.logk_s = (log(b.k) + zsc) + log(B) + cnt * 230.25850929940456840179914546844; /* log(1e100) */
         o.dlogk = dB / B;
         o.lr_dn = log(rdn);
         o.lr_up = log(a * xi2 + rdn); /* K_{v+1}/K_v = 2v/z + K_{v-1}/K_v */
@@ -320,7 +322,7 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
             dl0 = dl1; dl1 = dn; rho = rn;
             L += log(rho);
         }
-        o.logk = L;
+        o.logk_s = L + z;
         o.dlogk = dl1;
         o.lr_dn = -log(rho);
         double tv = a * xi2;

@@ -1,5 +1,5 @@
 /* estep_cuda.h - internal interface between the CUDA backend's host code
- * (src/backend_cuda.c, plain C) and its kernels (kernels/estep_kernels.cu).
+ * (src/backend/cuda.c, plain C) and its kernels (kernels/estep_kernels.cu).
  *
  * Nothing here is public: the launchers enqueue work on a stream (and so can
  * be captured into a CUDA graph); they never synchronise and never allocate.
@@ -35,7 +35,11 @@ enum {
     GHF_CU_PB_LOGA = 3, /* log A */
     GHF_CU_PB_LLC = 4,  /* log-density constant */
     GHF_CU_PB_STOP = 5, /* this rank's stop request (0/1) */
-    GHF_CU_PB_HDR = 8
+    GHF_CU_PB_R = 6,    /* sqrt(p^2 + ab) of the prior */
+    GHF_CU_PB_P2 = 7,   /* p^2 */
+    GHF_CU_PB_PA = 8,   /* prior a */
+    GHF_CU_PB_W2 = 9,   /* w.w */
+    GHF_CU_PB_HDR = 12
 };
 GHF_HD static inline int ghf__cu_pb_mu(int d) { (void)d; return GHF_CU_PB_HDR; }
 GHF_HD static inline int ghf__cu_pb_w(int d) { return GHF_CU_PB_HDR + d; }
@@ -53,9 +57,9 @@ GHF_HD static inline int ghf__cu_pb_len(int d) { return GHF_CU_PB_HDR + 2 * d + 
 #define GHF_CUDA_FUSED_DMAX 12
 
 /* Threads per block of the row kernels, and the number of "entries" the
- * fused kernel reduces per block: s1 s2 s3 ll nbad s5[d] s6 lower[d(d+1)/2]. */
+ * fused kernel reduces per block: s1 s2 s3 ll nbad |zw| s5[d] s6 lower[d(d+1)/2]. */
 #define GHF_CU_TPB 128
-#define GHF_CU_NSCAL 5
+#define GHF_CU_NSCAL 6
 static inline int ghf__cu_fused_entries(int d) { return GHF_CU_NSCAL + d + d * (d + 1) / 2; }
 
 /* Grid size (number of blocks) of the grid-stride row kernels for n rows on

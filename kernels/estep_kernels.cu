@@ -1,7 +1,7 @@
 /* estep_kernels.cu - the CUDA E-step kernels and their launchers.
  *
  * Per iteration (all enqueued on one stream, captured once into a graph by
- * src/backend_cuda.c):
+ * src/backend/cuda.c):
  *   fused path (d <= GHF_CUDA_FUSED_DMAX), one thread per row, all in
  *   registers:
  *     k_qmax_fused   max q over the shard (block partials)       [plan, exact]
@@ -50,6 +50,10 @@ __device__ __forceinline__ ghf_estep_consts load_consts(const double *pb)
     c.b = pb[GHF_CU_PB_B];
     c.log_A = pb[GHF_CU_PB_LOGA];
     c.ll_const = pb[GHF_CU_PB_LLC];
+    c.R = pb[GHF_CU_PB_R];
+    c.p2 = pb[GHF_CU_PB_P2];
+    c.a = pb[GHF_CU_PB_PA];
+    c.w2 = pb[GHF_CU_PB_W2];
     return c;
 }
 
@@ -76,10 +80,10 @@ __device__ __forceinline__ bool point_ok(const ghf_point &r)
     return isfinite(r.u) && isfinite(r.v) && isfinite(r.l) && isfinite(r.ll);
 }
 
-/* A row's share of s1 s2 s3 ll nbad (acc[0..4]; a bad row adds 0 and counts
- * in nbad, as on the CPU); returns the row's u (0 for a bad row). */
+/* A row's share of s1 s2 s3 ll nbad |zw| (acc[0..5]; a bad row adds 0 and
+ * counts in nbad, as on the CPU); returns the row's u (0 for a bad row). */
 template <int N>
-__device__ __forceinline__ double add_point(double (&acc)[N], const ghf_point &r)
+__device__ __forceinline__ double add_point(double (&acc)[N], const ghf_point &r, double zw)
 {
     const bool ok = point_ok(r);
     const double u = ok ? r.u : 0.0;
@@ -88,6 +92,7 @@ __device__ __forceinline__ double add_point(double (&acc)[N], const ghf_point &r
     acc[2] += ok ? r.l : 0.0;
     acc[3] += ok ? r.ll : 0.0;
     acc[4] += ok ? 0.0 : 1.0;
+    acc[5] += ok ? fabs(zw) : 0.0;
     return u;
 }
 
@@ -165,7 +170,7 @@ __device__ __forceinline__ void write_block_partials(const double (&s_red)[GHF_C
 __device__ __forceinline__ int entry_index(int e, int d)
 {
     if (e < GHF_CU_NSCAL) {
-        const int m[GHF_CU_NSCAL] = {GHF_ST_S1, GHF_ST_S2, GHF_ST_S3, GHF_ST_LL, GHF_ST_NBAD};
+        const int m[GHF_CU_NSCAL] = {GHF_ST_S1, GHF_ST_S2, GHF_ST_S3, GHF_ST_LL, GHF_ST_NBAD, GHF_ST_ZWABS};
         return m[e];
     }
     e -= GHF_CU_NSCAL;
@@ -250,7 +255,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
         for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
         double q, zw;
         row_qzw<D>(x, q, zw);
-        const double u = add_point(acc, row_point(c, q, zw, plan, use_plan));
+        const double u = add_point(acc, row_point(c, q, zw, plan, use_plan), zw);
 #pragma unroll
         for (int a = 0; a < D; a++) {
             const double ux = u * x[a];
@@ -330,7 +335,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
         if (in) {
             double q, zw;
             row_qzw<D>(x, q, zw);
-            u = add_point(acc, row_point(c, q, zw, plan, use_plan));
+            u = add_point(acc, row_point(c, q, zw, plan, use_plan), zw);
         }
 #pragma unroll
         for (int j = 0; j < D; j++) sx[lane * LD + j] = x[j];
@@ -447,10 +452,10 @@ __global__ void __launch_bounds__(GHF_CU_TPB, 4) /* 128 registers: no spills (pt
     __shared__ double s_red[GHF_CU_TPB / 32][GHF_CU_NSCAL];
     const ghf_estep_consts c = load_consts(pb);
     const int use_plan = plan_ok ? *plan_ok : 0;
-    double acc[GHF_CU_NSCAL] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    double acc[GHF_CU_NSCAL] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        u[i] = add_point(acc, row_point(c, q[i], zw[i], plan, use_plan));
+        u[i] = add_point(acc, row_point(c, q[i], zw[i], plan, use_plan), zw[i]);
     }
     warp_sums_to_shared(acc, s_red);
     write_block_partials(s_red, part);

@@ -90,6 +90,7 @@ GHF_HD static inline double ghf_trigamma(double x)
  * -------------------------------------------------------------------------*/
 typedef struct ghf_gig_stats {
     double log_norm;             /* log Z = psi(theta) */
+    double log_norm_s;           /* log Z + sqrt(p^2 + ab) (exact where log Z ~ -sqrt(ab)) */
     double e_log, e_inv, e_y;    /* E log Y, E 1/Y, E Y (E 1/Y = +inf for b = 0, p <= 1; E Y = +inf for a = 0, p >= -1) */
     double h11, h12, h13;        /* Var log Y, Cov(log Y, 1/Y), Cov(log Y, Y) */
     double h22, h23, h33;        /* Var 1/Y, Cov(1/Y, Y) = 1 - E[1/Y] E[Y], Var Y */
@@ -175,7 +176,7 @@ GHF_HD static inline ghf_gig_stats ghf__gig_eval(double p, double a, double b, i
     s.n_nodes = 0;
     if (!(p == p) || !(a >= 0.0) || !(b >= 0.0) || isinf(p) || isinf(a) || isinf(b)
         || (a == 0.0 && !(p < 0.0)) || (b == 0.0 && !(p > 0.0))) {
-        s.log_norm = s.e_log = s.e_inv = s.e_y = NAN;
+        s.log_norm = s.log_norm_s = s.e_log = s.e_inv = s.e_y = NAN;
         s.h11 = s.h12 = s.h13 = s.h22 = s.h23 = s.h33 = NAN;
         return s;
     }
@@ -194,6 +195,7 @@ GHF_HD static inline ghf_gig_stats ghf__gig_eval(double p, double a, double b, i
         const double vxi = al > 2.0 ? be * be / ((al - 1.0) * (al - 1.0) * (al - 2.0)) : INFINITY;
         const double c_xxi = al > 1.0 ? -1.0 / (al - 1.0) : NAN;
         s.log_norm = lgamma(al) - al * lbe;
+        s.log_norm_s = s.log_norm + fabs(p);
         s.h11 = vl;
         s.h23 = c_xxi;
         if (!inv) {
@@ -293,7 +295,8 @@ GHF_HD static inline ghf_gig_stats ghf__gig_eval(double p, double a, double b, i
             {
                 const double m1 = S1 / S0, m2 = S2 / S0, m3 = S3 / S0;
                 s.n_nodes = n;
-                s.log_norm = p * t0 - R + log(h * S0);
+                s.log_norm_s = p * t0 + log(h * S0);
+                s.log_norm = s.log_norm_s - R;
                 s.e_log = t0 + m1;
                 s.e_inv = exp(log1p(m2) - t0);
                 s.e_y = exp(log1p(m3) + t0);
@@ -319,6 +322,13 @@ GHF_HD static inline ghf_gig_stats ghf__gig_eval(double p, double a, double b, i
 GHF_HD static inline double ghf_gig_log_norm(double p, double a, double b)
 {
     return ghf__gig_eval(p, a, b, 0).log_norm;
+}
+
+/* log Z(p,a,b) + sqrt(p^2 + ab), without the cancellation of log Z ~ -sqrt(ab)
+ * for large ab. */
+GHF_HD static inline double ghf_gig_log_norm_s(double p, double a, double b)
+{
+    return ghf__gig_eval(p, a, b, 0).log_norm_s;
 }
 
 typedef struct ghf_gig_moments {

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build (Release, and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build), run ctest on both.
-# GPU tests skip cleanly without a GPU.  .ci/run calls exactly this.
+# GPU tests skip cleanly without a GPU.  The Python tests (label python) make
+# their own virtual environment (build/pyenv) from PyPI.  .ci/run calls
+# exactly this.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-GHFIT_WITH_SLURM=1 bash "$here/scripts/install-deps.sh"
+GHFIT_WITH_SLURM=1 GHFIT_WITH_BROWSER=1 bash "$here/scripts/install-deps.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
 bash "$here/scripts/build.sh" "$here/build"
 bash "$here/scripts/build.sh" "$here/build-asan" -DGHFIT_SANITIZE=ON -DGHFIT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGHFIT_BENCH=OFF
@@ -13,7 +15,7 @@ export OMP_NUM_THREADS=1
 status=0
 echo "== ctest (release build, all labels)"
 (cd "$here/build" && ctest --output-on-failure -j "$jobs" --timeout 900) || status=1
-echo "== ctest (sanitizer build, unit tests)"
+echo "== ctest (sanitizer build, labels unit and sanitize)"
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j "$jobs" -L unit --timeout 900) || status=1
+    ctest --output-on-failure -j "$jobs" -L "unit|sanitize" --timeout 900) || status=1
 exit $status

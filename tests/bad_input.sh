@@ -35,7 +35,7 @@ expect 2 "text.h5" -- fit --data text.h5 --model gh --out out.h5
 head -c 1500 good.h5 > trunc.h5
 expect 2 "trunc.h5" -- fit --data trunc.h5 --model gh --out out.h5
 expect 2 "/nope" -- fit --data good.h5 --dataset /nope --model gh --out out.h5
-expect 2 "model" -- fit --data good.h5 --model vg --out out.h5
+expect 2 "model" -- fit --data good.h5 --model frobnic --out out.h5
 expect 2 "tol" -- fit --data good.h5 --model gh --out out.h5 --tol abc
 expect 2 "max-iter" -- fit --data good.h5 --model gh --out out.h5 --max-iter 1.5
 expect 2 "backend" -- fit --data good.h5 --model gh --out out.h5 --backend tpu

@@ -10,9 +10,17 @@ add_test(NAME batch_ckpt COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_ckpt.sh $<
 set_tests_properties(batch_ckpt PROPERTIES LABELS "mpi;batch" TIMEOUT 600 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
 # A real one-node Slurm (root; GHFIT_WITH_SLURM=1 scripts/install-deps.sh): the
-# sbatch scripts, a job array, and preemption -> requeue -> resume.  Skipped
-# (exit 77) when Slurm/munge are not installed.
+# sbatch scripts with the users' resource options, a job array, cancel,
+# requeue by Slurm, the time limit (requeue and resume; no loop with a short
+# --time), resubmission, typos, the README example and the installed script.
+# Skipped (exit 77) when Slurm/munge are not installed.
 add_test(NAME batch_slurm COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slurm.sh $<TARGET_FILE:ghfit>
-         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm)
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm ${CMAKE_BINARY_DIR})
 set_tests_properties(batch_slurm PROPERTIES LABELS "slurm;batch" TIMEOUT 500 PROCESSORS 2
   SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")
+# cmake --install to a fresh prefix, module load of the generated modulefile,
+# the README's usage lines with a bare ghfit (skipped without a module system).
+add_test(NAME install_module COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install_module.sh ${CMAKE_BINARY_DIR}
+         ${CMAKE_BINARY_DIR}/work/install_module)
+set_tests_properties(install_module PROPERTIES LABELS "install;mpi" TIMEOUT 300 PROCESSORS 2
+  SKIP_RETURN_CODE 77 ENVIRONMENT "${GHF_MPI_ENV}")

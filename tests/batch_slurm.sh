@@ -1,214 +1,325 @@
 #!/usr/bin/env bash
-# The Slurm scripts on a real one-node Slurm (slurmctld + slurmd + munge from
-# Debian, started here without systemd as in hpc.md Appendix A; needs root and
-# scripts/install-deps.sh with GHFIT_WITH_SLURM=1; installs nothing):
-#  1. slurm/ghfit.sbatch with 2 tasks (srun --mpi=pmix) fits the demo data set:
-#     the result equals `mpirun -np 2 ghfit fit` bitwise;
-#  2. slurm/ghfit-array.sbatch with --array=0-2 runs a 6-fit sweep in 3 slices:
-#     3 result files, together the 6 fits of `ghfit run` on the whole job;
-#  3. preemption: a running fit job is signalled (scancel --signal=USR1), writes
-#     its checkpoint, exits 75, requeues itself, resumes (restart count 1) and
-#     ends with the same result as the uninterrupted fit.
-# The daemons use their own configuration, ports, state and pid files (under
-# WORKDIR and /run/ghfit-test-slurm); daemons left by an earlier run of this
-# test are stopped first; every daemon started here is stopped at the end, also
-# on failure.  Exit 77 (skipped) when Slurm or munge is not installed or not root.
-# usage: batch_slurm.sh GHFIT H5GET WORKDIR
+# The Slurm scripts on a real one-node Slurm (tests/slurm_lib.sh: slurmctld +
+# slurmd + munge from Debian, started here without systemd; needs root and
+# `GHFIT_WITH_SLURM=1 scripts/install-deps.sh`; installs nothing).  The jobs
+# run side by side, so the test takes about as long as its slowest case:
+#  1. outside Slurm both scripts exit 2 with one line;
+#  2. ghfit.sbatch --ntasks=2 fits the demo data set: equal to `mpirun -np 2
+#     ghfit fit` bitwise;
+#  3. --ntasks=1 --cpus-per-task=2 is accepted and runs 2 OpenMP threads (the
+#     result file's omp_threads is 2; the result equals the 1- and 2-thread
+#     references bitwise: the CPU E-step is exact);
+#  4. ghfit-array.sbatch --array=0-2 --cpus-per-task=2 over a 6-fit sweep:
+#     files BASE_K.h5 named after the job's out:, per-task checkpoints, the
+#     fits of `ghfit run`; GHFIT_SLICES reruns one slice alone;
+#  4b. job-file keys win: a job file's checkpoint: and checkpoint_every: are
+#     not replaced by GHFIT_CKPT / GHFIT_CKPT_EVERY; --checkpoint-every on the
+#     command line is passed on;
+#  5. a typo in an option: the job fails within seconds, one `ghfit: error:`
+#     line naming the option in its .out;
+#  6. the README example in a clean folder: without its data it fails at once
+#     with one line saying how to make the data; with the data it runs;
+#  7. the installed script (cmake --install) finds the installed binary with
+#     no ghfit on PATH and no GHFIT;
+#  8. scancel of a running job: it stops, is not requeued, keeps its
+#     checkpoint (named after the output); resubmitting the same command
+#     resumes and gives the same bits as an uninterrupted fit;
+#  9. a requeue by Slurm (scontrol requeue from outside, what PreemptMode=
+#     REQUEUE does): the job stops with a checkpoint, Slurm starts it again, it
+#     resumes and gives the same bits; `scancel --signal=USR1` (checkpoint now
+#     and requeue): the job requeues itself and resumes;
+# 10. the time limit: --time=1 with the default --signal=B:USR1@300: the
+#     warning is moved to 15 s before the end, the job checkpoints, requeues
+#     itself, resumes, and gives the same bits;
+# 11. --time=2 does not loop: a 40 s fit gets the warning early, runs on and
+#     completes without a requeue.
+# usage: batch_slurm.sh GHFIT H5GET WORKDIR BUILDDIR
 set -uo pipefail
-G=$1; H=$2; W=$3
+G=$1; H=$2; W=$3; B=$4
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-for b in slurmctld slurmd munged; do
-  [ -x /usr/sbin/$b ] || { echo "SKIP: /usr/sbin/$b missing (GHFIT_WITH_SLURM=1 scripts/install-deps.sh)"; exit 77; }
-done
-for b in sbatch scontrol squeue sinfo munge; do
-  command -v $b > /dev/null || { echo "SKIP: $b missing"; exit 77; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to start slurmd"; exit 77; }
-
-RUN=/run/ghfit-test-slurm
-mkdir -p "$RUN"
-# one test cluster per machine: concurrent runs (several build trees) take turns
-exec 9> "$RUN/lock"
-flock -w 200 9 || { echo "FAIL: another batch_slurm run holds $RUN/lock"; exit 1; }
-stop_pidfile() { # stop the daemon whose pid is in $1 (only if it is still that program)
-  local f=$1 prog=$2 pid
-  [ -s "$f" ] || return 0
-  pid=$(cat "$f")
-  if [ -n "$pid" ] && [ -r /proc/$pid/comm ] && [ "$(cat /proc/$pid/comm)" = "$prog" ]; then
-    kill "$pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
-  fi
-  rm -f "$f"
-}
-stop_all() {
-  # cancel what is still queued or running on the test cluster, then stop the daemons
-  if [ -s $RUN/slurmctld.pid ] && [ -e "$W/slurm.conf" ]; then
-    SLURM_CONF="$W/slurm.conf" timeout 10 scancel --quiet --user=root 2> /dev/null && sleep 1
-  fi
-  stop_pidfile $RUN/slurmd.pid slurmd
-  stop_pidfile $RUN/slurmctld.pid slurmctld
-  [ -e $RUN/munged.ours ] && { stop_pidfile /run/munge/munged.pid munged; rm -f $RUN/munged.ours; }
-}
-stop_all   # leftovers of an earlier run
-rm -rf "$W"; mkdir -p "$W/state" "$W/spool" "$W/log"
-cd "$W"
-trap 'echo "--- stopping the Slurm daemons"; stop_all; [ -n "${watchdog:-}" ] && kill $watchdog 2>/dev/null' EXIT
-# a watchdog well inside ctest's timeout, so that the daemons are always stopped
-# (its output goes to /dev/null: a sleep holding ctest's pipe would delay the end)
-budget=${GHFIT_SLURM_TEST_BUDGET:-240}
-( exec > /dev/null 2>&1; sleep "$budget" & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$ ) &
-watchdog=$!
-trap 'echo "FAIL: the time budget of $budget s was exceeded"; exit 1' TERM
-
-# ---- munge: reuse a working one, else start it -------------------------------------------
-if ! munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then
-  mkdir -p /run/munge; chown munge:munge /run/munge; chmod 755 /run/munge
-  [ -s /etc/munge/munge.key ] || { echo "FAIL: /etc/munge/munge.key missing"; exit 1; }
-  runuser -u munge -- /usr/sbin/munged || { echo "FAIL: munged does not start"; exit 1; }
-  touch $RUN/munged.ours
-  for _ in $(seq 1 50); do munge -n 2>/dev/null | unmunge > /dev/null 2>&1 && break; sleep 0.1; done
-fi
-munge -n | unmunge > /dev/null || { echo "FAIL: munge does not work"; exit 1; }
-
-# ---- slurm.conf (own ports, dirs, pid files) ---------------------------------------------
-# (nproc honours OMP_NUM_THREADS, which ctest sets to 1: ask for every online CPU)
-HOST=$(hostname -s); CPUS=$(getconf _NPROCESSORS_ONLN)
-MEM=$(( $(awk '/MemTotal/{print $2}' /proc/meminfo) / 1024 - 512 ))
-cat > slurm.conf <<EOF
-ClusterName=ghfittest
-SlurmctldHost=${HOST}
-SlurmctldPort=6917
-SlurmdPort=6918
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=cred_expire=10
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SchedulerParameters=sched_interval=2
-StateSaveLocation=$W/state
-SlurmdSpoolDir=$W/spool
-SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd.pid
-SlurmctldLogFile=$W/log/slurmctld.log
-SlurmdLogFile=$W/log/slurmd.log
-KillWait=10
-NodeName=${HOST} NodeAddr=127.0.0.1 CPUs=${CPUS} RealMemory=${MEM} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-EOF
-export SLURM_CONF=$W/slurm.conf
-/usr/sbin/slurmctld -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld does not start"; cat log/slurmctld.log; exit 1; }
-/usr/sbin/slurmd -f "$SLURM_CONF" -N "$HOST" || { echo "FAIL: slurmd does not start"; cat log/slurmd.log; exit 1; }
-for _ in $(seq 1 100); do sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)' && break; sleep 0.2; done
-sinfo || true
-sinfo -h -o %t | grep -qE '^(idle|mix|alloc)' || { echo "FAIL: the node is not up"; tail -20 log/slurmctld.log log/slurmd.log; exit 1; }
+. "$SRC/tests/slurm_lib.sh"
+t_start=$(date +%s)
 
 fail=0
 die() { echo "FAIL: $*"; fail=1; }
-state_of() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | head -1 | cut -d= -f2; }
-wait_done() { # JOBID TIMEOUT: wait until the job has left the queue (or finished)
-  local s
-  for _ in $(seq 1 $(($2 * 2))); do
-    s=$(state_of "$1")
-    case "$s" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|"") return 0 ;; esac
-    sleep 0.5
-  done
-  return 1
-}
+ok() { echo "ok   $*"; }
+rm -rf "$W"; mkdir -p "$W"; cd "$W"
+
+# ---- 1. outside Slurm (no cluster needed) ------------------------------------------------
+env -u SLURM_JOB_ID bash "$SRC/slurm/ghfit.sbatch" fit > outside.txt 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "not inside a Slurm job" outside.txt && [ "$(wc -l < outside.txt)" = 1 ] ||
+  die "ghfit.sbatch outside Slurm: exit $rc: $(cat outside.txt)"
+env -u SLURM_JOB_ID bash "$SRC/slurm/ghfit-array.sbatch" x.yaml > outside2.txt 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "not inside a Slurm job" outside2.txt && [ "$(wc -l < outside2.txt)" = 1 ] ||
+  die "ghfit-array.sbatch outside Slurm: exit $rc: $(cat outside2.txt)"
+
+slurm_check_installed
+slurm_start "$W/cluster" "${GHFIT_SLURM_TEST_BUDGET:-300}"
+sinfo
 export GHFIT=$G OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 HDF5_USE_FILE_LOCKING=FALSE
 
 # ---- data and references ------------------------------------------------------------------
-"$G" generate --model gh --dim 4 --n 20000 --seed 42 --mu 0.05 --gamma 0.3,-0.2,0.1,0 --sigma 1 --rho 0.4 \
-  --p -1.5 --a 2 --b 1 --out demo.h5 > /dev/null || { echo "FAIL: generate"; exit 1; }
-FITARGS=(--data "$W/demo.h5" --model gh --tol 1e-10 --max-iter 400 --quiet --backend cpu)
-mpirun -np 2 "$G" fit "${FITARGS[@]}" --out "$W/ref.h5" > ref.txt 2>&1 || { cat ref.txt; die "reference fit"; }
+DEMO=(--model gh --dim 4 --n 20000 --seed 42 --mu 0.05 --gamma 0.3,-0.2,0.1,0 --sigma 1 --rho 0.4 --p -1.5 --a 2 --b 1)
+"$G" generate "${DEMO[@]}" --out demo.h5 > /dev/null || { echo "FAIL: generate"; exit 1; }
+FA=(--data "$W/demo.h5" --model gh --tol 1e-10 --max-iter 400 --quiet --backend cpu)
 cat > sweep.yaml <<EOF
 data: $W/demo.h5
+out: $W/arr/sweep.h5        # array tasks write arr/sweep_K.h5
 family: [gh, nig]
 tol: 1e-9
 windows: {start: 0, length: 4000, step: 4000, count: 3}
 quiet: true
 backend: cpu
+checkpoint: '$W/arr/ck.h5'  # per array task: arr/ck_K.h5
 EOF
-mpirun -np 2 "$G" run sweep.yaml --out "$W/sweep_ref.h5" > sweep_ref.txt 2>&1 || { cat sweep_ref.txt; die "reference sweep"; }
+mkdir -p arr
+cat > keys.yaml <<EOF
+data: $W/demo.h5
+out: $W/keys.h5
+family: nig
+quiet: true
+backend: cpu
+checkpoint: $W/keys.ck.h5
+checkpoint_every: 7
+EOF
+sub() { sbatch --parsable --chdir="$W" "$@"; }
 
-# the scripts refuse to run outside Slurm
-env -u SLURM_JOB_ID bash "$SRC/slurm/ghfit.sbatch" fit > outside.txt 2>&1; rc=$?
-[ $rc = 2 ] && grep -q "not inside a Slurm job" outside.txt || die "ghfit.sbatch outside Slurm: exit $rc"
-env -u SLURM_JOB_ID bash "$SRC/slurm/ghfit-array.sbatch" x.yaml > outside2.txt 2>&1; rc=$?
-[ $rc = 2 ] && grep -q "not inside a Slurm job" outside2.txt || die "ghfit-array.sbatch outside Slurm: exit $rc"
+# ---- submit: the slow cases first, then the quick ones -------------------------------------
+# 10: the time limit (checkpoint at 45 s of 60, requeue, resume)
+j_tl=$(GHFIT_TEST_ITER_SLEEP=4000 sub --ntasks=2 --time=1 --output="$W/tl-%j.out" \
+       "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/tl.h5") || die "sbatch time limit"
+# 11: --time=2, a 40 s fit
+j_t2=$(GHFIT_TEST_ITER_SLEEP=2000 sub --ntasks=1 --time=2 --output="$W/t2-%j.out" \
+       "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/t2.h5") || die "sbatch --time=2"
+# 8 and 9: slow fits with frequent checkpoints, stopped from outside
+j_can=$(GHFIT_TEST_ITER_SLEEP=400 GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W/can-%j.out" \
+        "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/can.h5") || die "sbatch cancel"
+j_pre=$(GHFIT_TEST_ITER_SLEEP=400 GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W/pre-%j.out" \
+        "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/pre.h5") || die "sbatch preempt"
+j_usr=$(GHFIT_TEST_ITER_SLEEP=400 GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W/usr-%j.out" \
+        "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/usr.h5") || die "sbatch usr1"
+# 2, 3, 4, 5
+j_fit=$(sub --ntasks=2 --output="$W/fit-%j.out" "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/fit.h5") ||
+  die "sbatch --ntasks=2"
+j_cpt=$(sub --ntasks=1 --cpus-per-task=2 --output="$W/cpt-%j.out" \
+        "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/cpt.h5") || die "sbatch --ntasks=1 --cpus-per-task=2 refused"
+j_arr=$(sub --array=0-2 --cpus-per-task=2 --output="$W/arr-%A_%a.out" "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") ||
+  die "sbatch --array=0-2 --cpus-per-task=2"
+j_key=$(GHFIT_CKPT="$W/env.ck.h5" GHFIT_CKPT_EVERY=3 sub --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run "$W/keys.yaml") ||
+  die "sbatch keys"
+# after the first: both use the job file's checkpoint, which a live job locks
+j_key2=$(GHFIT_CKPT_EVERY=3 sub --dependency=afterany:$j_key --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run \
+         "$W/keys.yaml" --out "$W/keys2.h5" --checkpoint-every 5) || die "sbatch keys 2"
+j_typo=$(sub --ntasks=2 --output="$W/typo-%j.out" "$SRC/slurm/ghfit.sbatch" fit --dtaa "$W/demo.h5" --model gh --out "$W/typo.h5") ||
+  die "sbatch typo"
+# 6: the README example in a clean folder
+mkdir -p clean/jobs && cp "$SRC/jobs/demo.yaml" clean/jobs/
+j_rd=$(sbatch --parsable --chdir="$W/clean" --output="$W/clean/readme-%j.out" "$SRC/slurm/ghfit.sbatch" run jobs/demo.yaml) ||
+  die "sbatch README example"
+# 7: the installed script
+cmake --install "$B" --prefix "$W/prefix" > install.txt 2>&1 || { cat install.txt; die "cmake --install"; }
+j_inst=$(env -u GHFIT PATH=/usr/local/bin:/usr/bin:/bin sbatch --parsable --chdir="$W" --ntasks=2 --output="$W/inst-%j.out" \
+         "$W/prefix/share/ghfit/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/inst.h5") || die "sbatch installed script"
+echo "submitted: time limit $j_tl, --time=2 $j_t2, cancel $j_can, requeue $j_pre, usr1 $j_usr, fit $j_fit, cpus $j_cpt," \
+     "array $j_arr, typo $j_typo, README $j_rd, installed $j_inst"
 
-# ---- 1 + 2: submit the fit (2 tasks) and the array (3 tasks) ----------------------------
-j1=$(sbatch --parsable --chdir="$W" --ntasks=2 --output="$W/fit-%j.out" \
-      "$SRC/slurm/ghfit.sbatch" fit "${FITARGS[@]}" --out "$W/slurm_fit.h5") || die "sbatch fit"
-j2=$(sbatch --parsable --chdir="$W" --array=0-2 --output="$W/arr-%A_%a.out" --export=ALL,GHFIT_OUT_PREFIX="$W/arr" \
-      "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") || die "sbatch array"
-echo "submitted fit job $j1, array job $j2"
-wait_done "$j1" 120 || die "fit job $j1 did not finish"
-for k in 0 1 2; do wait_done "${j2}_$k" 120 || die "array task $k did not finish"; done
-squeue || true
-cat "$W"/fit-"$j1".out
-[ "$(state_of "$j1")" = COMPLETED ] || [ -z "$(state_of "$j1")" ] || die "fit job state $(state_of "$j1")"
-grep -q "srun --mpi=pmix" "$W/fit-$j1.out" || die "the fit script did not print its command"
-for a in loglik n_iter; do
-  x=$("$H" ref.h5 /fits/gh $a); y=$("$H" slurm_fit.h5 /fits/gh $a)
-  [ -n "$x" ] && [ "$x" = "$y" ] || die "slurm fit $a: $y != mpirun $x"
+# 8, 9: stop the two slow fits once they have a checkpoint
+for _ in $(seq 1 240); do [ -e can.ckpt.h5 ] && break; sleep 0.25; done
+[ -e can.ckpt.h5 ] || die "no checkpoint can.ckpt.h5 from job $j_can"
+scancel "$j_can" || die "scancel $j_can"
+for _ in $(seq 1 240); do [ -e pre.ckpt.h5 ] && break; sleep 0.25; done
+[ -e pre.ckpt.h5 ] || die "no checkpoint pre.ckpt.h5 from job $j_pre"
+scontrol requeue "$j_pre" || die "scontrol requeue $j_pre"
+for _ in $(seq 1 240); do [ -e usr.ckpt.h5 ] && break; sleep 0.25; done
+[ -e usr.ckpt.h5 ] || die "no checkpoint usr.ckpt.h5 from job $j_usr"
+scancel --signal=USR1 "$j_usr" || die "scancel --signal=USR1 $j_usr"
+
+# references (while the jobs run)
+mpirun -np 2 "$G" fit "${FA[@]}" --out "$W/ref.h5" > ref.txt 2>&1 || { cat ref.txt; die "reference fit"; }
+for t in 1 2; do
+  OMP_NUM_THREADS=$t mpirun -np 1 "$G" fit "${FA[@]}" --out "$W/ref_t$t.h5" > ref_t$t.txt 2>&1 || die "reference fit, $t threads"
 done
-[ "$("$H" slurm_fit.h5 / n_ranks)" = 2 ] || die "slurm fit did not run on 2 ranks"
-"$H" ref.h5 /fits/gh/params/sigma > a.txt; "$H" slurm_fit.h5 /fits/gh/params/sigma > b.txt
-cmp -s a.txt b.txt || die "slurm fit parameters differ from mpirun"
-echo "ok   sbatch fit (2 tasks) == mpirun -np 2 fit: loglik $("$H" slurm_fit.h5 /fits/gh loglik)"
+OMP_NUM_THREADS=2 mpirun -np 2 "$G" run sweep.yaml --out "$W/sweep_ref.h5" --checkpoint "$W/sweep_ref.ck.h5" > sweep_ref.txt 2>&1 ||
+  { cat sweep_ref.txt; die "reference sweep"; }
+fitdump() { # FILE [FIT]: every number of a fit, %.17g (equal text = equal bits)
+  local f=$1 n=${2:-gh} a
+  for a in loglik n_iter status; do echo "$a $("$H" "$f" /fits/$n $a)"; done
+  for a in loglik params/mu params/gamma params/sigma params/p params/a params/b; do echo "$a"; "$H" "$f" /fits/$n/$a; done
+}
+fitdump ref.h5 > ref.dump
+same_as() { # FILE REFDUMP [FIT]
+  fitdump "$1" "${3:-gh}" > "$1.dump" 2>&1 && cmp -s "$1.dump" "$2"
+}
+show() { echo "--- $1"; cat "$1"; }
+secs() { local IFS=:; set -- $1; echo $(( 10#$1 * 3600 + 10#$2 * 60 + 10#$3 )); }   # HH:MM:SS
+
+# ---- 5. the typo fails at once ----------------------------------------------------------------
+wait_done "$j_typo" 60 || die "typo job $j_typo did not end"
+t_typo=$(secs "$(scontrol show job "$j_typo" | grep -o 'RunTime=[^ ]*' | cut -d= -f2)")
+show "typo-$j_typo.out"
+n=$(grep -c '^ghfit: error:' "typo-$j_typo.out")
+[ "$n" = 1 ] && grep '^ghfit: error:' "typo-$j_typo.out" | grep -q -- "--dtaa" ||
+  die "typo: expected one 'ghfit: error:' line naming --dtaa, got $n"
+[ "$(state_of "$j_typo")" = FAILED ] && scontrol show job "$j_typo" | grep -q 'ExitCode=2:0' ||
+  die "typo job: state $(state_of "$j_typo"), expected FAILED with exit code 2"
+[ "${t_typo:-99}" -le 10 ] || die "typo job ran ${t_typo:-?} s"
+[ $fail = 0 ] && ok "a typo fails after $t_typo s, one error line naming the option, exit 2"
+
+# ---- 2. --ntasks=2 == mpirun -np 2 ------------------------------------------------------------
+wait_done "$j_fit" 120 || die "fit job $j_fit did not end"
+show "fit-$j_fit.out"
+[ "$(state_of "$j_fit")" = COMPLETED ] || die "fit job state $(state_of "$j_fit")"
+same_as fit.h5 ref.dump || die "sbatch --ntasks=2 fit differs from mpirun -np 2"
+[ "$("$H" fit.h5 / n_ranks)" = 2 ] || die "the --ntasks=2 fit did not run on 2 ranks"
+grep -q -- "--checkpoint $W/fit.ckpt.h5" "fit-$j_fit.out" || die "default checkpoint not named after the output"
+[ -e fit.ckpt.h5 ] && die "checkpoint left after the finished job"
+[ $fail = 0 ] && ok "sbatch --ntasks=2 fit == mpirun -np 2 fit (bitwise)"
+
+# ---- 3. --ntasks=1 --cpus-per-task=2 ------------------------------------------------------------
+wait_done "$j_cpt" 120 || die "cpus-per-task job $j_cpt did not end"
+show "cpt-$j_cpt.out"
+[ "$(state_of "$j_cpt")" = COMPLETED ] || die "cpus-per-task job state $(state_of "$j_cpt")"
+grep -q "1 task(s) on 1 node(s), OMP_NUM_THREADS=2" "cpt-$j_cpt.out" || die "the job did not set OMP_NUM_THREADS=2"
+fitdump ref_t2.h5 > ref_t2.dump; fitdump ref_t1.h5 > ref_t1.dump
+# the CPU E-step is exact (the same bits on any number of threads): the
+# result file records the threads each rank ran
+[ "$("$H" cpt.h5 / omp_threads)" = 2 ] || die "--cpus-per-task=2: the fit did not run 2 threads (omp_threads)"
+[ "$("$H" ref_t1.h5 / omp_threads)" = 1 ] || die "the 1-thread reference did not run 1 thread (omp_threads)"
+same_as cpt.h5 ref_t2.dump || die "--cpus-per-task=2 fit differs from the 2-thread reference"
+same_as cpt.h5 ref_t1.dump || die "--cpus-per-task=2 fit differs from the 1-thread reference (the E-step is exact)"
+[ "$("$H" cpt.h5 / n_ranks)" = 1 ] || die "--ntasks=1 did not run on 1 rank"
+[ $fail = 0 ] && ok "--ntasks=1 --cpus-per-task=2 accepted; 1 rank, 2 threads (omp_threads 2; == 1- and 2-thread references bitwise)"
+
+# ---- 4. the array ------------------------------------------------------------------------------
+for k in 0 1 2; do wait_done "${j_arr}_$k" 120 || die "array task $k did not end"; done
 n=0
 for k in 0 1 2; do
-  f=arr_$k.h5
-  [ -e $f ] || { die "array task $k wrote no $f"; cat "$W"/arr-"${j2}"_$k.out; continue; }
+  show "arr-${j_arr}_$k.out"
+  [ "$(state_of "${j_arr}_$k")" = COMPLETED ] || die "array task $k: state $(state_of "${j_arr}_$k")"
+  grep -q "OMP_NUM_THREADS=2" "arr-${j_arr}_$k.out" || die "array task $k: not 2 threads"
+  grep -q -- "--slice $k/3 --out $W/arr/sweep_$k.h5 --checkpoint $W/arr/ck_$k.h5" "arr-${j_arr}_$k.out" ||
+    die "array task $k: output or checkpoint not named after the job file"
+  f=arr/sweep_$k.h5
+  [ -e $f ] || { die "array task $k wrote no $f"; continue; }
   for fit in $(h5ls $f/fits | awk '{print $1}'); do
     n=$((n + 1))
-    [ "$("$H" $f /fits/$fit loglik)" = "$("$H" sweep_ref.h5 /fits/$fit loglik)" ] || die "array fit $fit differs"
+    [ "$(fitdump $f $fit)" = "$(fitdump sweep_ref.h5 $fit)" ] || die "array fit $fit differs from ghfit run"
   done
 done
 [ $n = 6 ] || die "the array wrote $n fits, expected 6"
-"$G" summary arr_0.h5 arr_1.h5 arr_2.h5 --sort bic || die "ghfit summary of the array results"
-echo "ok   sbatch --array=0-2: 6 fits in 3 files, equal to ghfit run"
+"$G" summary arr/sweep_0.h5 arr/sweep_1.h5 arr/sweep_2.h5 --sort bic > summary.txt || die "ghfit summary of the array results"
+# one slice again, alone, into other files (GHFIT_SLICES: index = slice)
+j_one=$(sub --array=1 --export=ALL,GHFIT_SLICES=3,GHFIT_OUT_PREFIX="$W/arr/again" --output="$W/one-%A_%a.out" \
+        "$SRC/slurm/ghfit-array.sbatch" "$W/sweep.yaml") || die "sbatch one slice"
+wait_done "${j_one}_1" 60 || die "one-slice task did not end"
+show "one-${j_one}_1.out"
+[ "$(h5ls arr/again_1.h5/fits 2>/dev/null | awk '{print $1}' | sort)" = "$(h5ls arr/sweep_1.h5/fits | awk '{print $1}' | sort)" ] ||
+  die "GHFIT_SLICES=3 --array=1 did not rerun slice 1/3"
+[ $fail = 0 ] && ok "sbatch --array=0-2 --cpus-per-task=2: 6 fits in arr/sweep_K.h5, equal to ghfit run; one slice rerun alone"
 
-# ---- 3: preemption -> checkpoint -> requeue -> resume -----------------------------------
-j3=$(GHFIT_TEST_ITER_SLEEP=150 GHFIT_CKPT_EVERY=4 sbatch --parsable --chdir="$W" --ntasks=2 \
-      --output="$W/pre-%j.out" "$SRC/slurm/ghfit.sbatch" fit "${FITARGS[@]}" --out "$W/pre.h5") || die "sbatch preempt"
-ck="$W/ghfit-ckpt-$j3.h5"
-for _ in $(seq 1 240); do [ -e "$ck" ] && break; sleep 0.25; done
-[ -e "$ck" ] || die "no checkpoint from job $j3"
-sleep 1
-scancel --signal=USR1 "$j3" || die "scancel --signal"
-echo "signalled job $j3"
-# it requeues (same id, restart count 1) and resumes
-ok=0
-for _ in $(seq 1 240); do
-  s=$(state_of "$j3"); r=$(scontrol show job "$j3" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
-  if [ "$s" = COMPLETED ] && [ "${r:-0}" -ge 1 ]; then ok=1; break; fi
-  case "$s" in FAILED|CANCELLED|TIMEOUT) break ;; esac
-  sleep 0.5
+# ---- 4b. job-file keys win -----------------------------------------------------------------------
+for j in $j_key $j_key2; do
+  wait_done "$j" 60 || die "job $j did not end"
+  show "key-$j.out"
+  [ "$(state_of "$j")" = COMPLETED ] || die "job $j: state $(state_of "$j")"
 done
-cat "$W/pre-$j3.out"
-[ $ok = 1 ] || die "job $j3 did not complete after a requeue (state $(state_of "$j3"))"
-grep -q "status 75" "$W/pre-$j3.out" || die "no exit status 75 in the job log"
-grep -q "requeueing" "$W/pre-$j3.out" || die "the job did not requeue itself"
-grep -q -- "--resume" "$W/pre-$j3.out" || die "the requeued job did not pass --resume"
-for a in loglik n_iter; do
-  x=$("$H" ref.h5 /fits/gh $a); y=$("$H" pre.h5 /fits/gh $a)
-  [ -n "$y" ] && [ "$x" = "$y" ] || die "preempted fit $a: $y != $x"
-done
-"$H" pre.h5 /fits/gh/params/sigma > c.txt
-cmp -s a.txt c.txt || die "preempted fit parameters differ"
-[ -e "$ck" ] && die "checkpoint left after the finished job"
-[ $fail = 0 ] && echo "ok   preempted job: checkpoint, exit 75, requeue, resume, same result"
+grep -q "srun .* run $W/keys.yaml$" "key-$j_key.out" ||
+  die "the job file's checkpoint keys were replaced by GHFIT_CKPT / GHFIT_CKPT_EVERY"
+grep -q "srun .* run $W/keys.yaml --out $W/keys2.h5 --checkpoint-every 5$" "key-$j_key2.out" ||
+  die "--checkpoint-every on the command line was not passed on as given"
+[ $fail = 0 ] && ok "job-file checkpoint keys win over GHFIT_CKPT*; command-line options win over the job file"
 
+# ---- 6. the README example in a clean folder ------------------------------------------------
+wait_done "$j_rd" 60 || die "README job $j_rd did not end"
+show "clean/readme-$j_rd.out"
+[ "$(grep -c 'error' "clean/readme-$j_rd.out")" = 1 ] &&
+  grep -q "data file 'results/demo/demo.h5' of jobs/demo.yaml does not exist; make it with: bash scripts/demo.sh" "clean/readme-$j_rd.out" ||
+  die "README example without data: expected one line saying how to make the data"
+[ "$(state_of "$j_rd")" = FAILED ] || die "README example without data: state $(state_of "$j_rd")"
+mkdir -p clean/results/demo && cp demo.h5 clean/results/demo/demo.h5
+j_rd2=$(sbatch --parsable --chdir="$W/clean" --output="$W/clean/readme-%j.out" "$SRC/slurm/ghfit.sbatch" run jobs/demo.yaml) ||
+  die "sbatch README example"
+
+# ---- 7. the installed script ----------------------------------------------------------------
+wait_done "$j_inst" 120 || die "installed-script job $j_inst did not end"
+show "inst-$j_inst.out"
+grep -q "srun .* $W/prefix/bin/ghfit fit" "inst-$j_inst.out" || die "the installed script did not run the installed binary"
+same_as inst.h5 ref.dump || die "the installed script's fit differs from mpirun"
+[ $fail = 0 ] && ok "the installed ghfit.sbatch runs the installed binary (no ghfit on PATH, no GHFIT)"
+
+# ---- 8. scancel: stop, no requeue, checkpoint kept; resubmission resumes ---------------------
+wait_done "$j_can" 60 || die "cancelled job $j_can did not end"
+sleep 3   # a requeue would show now
+show "can-$j_can.out"
+[ "$(state_of "$j_can")" = CANCELLED ] && [ "$(restarts_of "$j_can")" = 0 ] ||
+  die "cancelled job: state $(state_of "$j_can"), restarts $(restarts_of "$j_can"); expected CANCELLED, 0"
+grep -q "status 75" "can-$j_can.out" || die "the cancelled job did not stop with status 75"
+grep -qi "requeueing" "can-$j_can.out" && die "the cancelled job tried to requeue itself"
+[ -e can.ckpt.h5 ] || die "the cancelled job left no checkpoint"
+[ -e can.h5 ] && die "the cancelled job wrote a result"
+[ $fail = 0 ] && ok "scancel of a running job: stopped (75), CANCELLED, not requeued, checkpoint can.ckpt.h5 kept"
+j_can2=$(GHFIT_CKPT_EVERY=4 sub --ntasks=2 --output="$W/can-%j.out" \
+         "$SRC/slurm/ghfit.sbatch" fit "${FA[@]}" --out "$W/can.h5") || die "resubmit"
+
+# ---- 8 (end). the resubmission resumes -----------------------------------------------------
+wait_done "$j_can2" 120 || die "resubmitted job $j_can2 did not end"
+show "can-$j_can2.out"
+[ "$(state_of "$j_can2")" = COMPLETED ] || die "resubmitted job: state $(state_of "$j_can2")"
+grep -q -- "--checkpoint $W/can.ckpt.h5 --checkpoint-every 4 --resume" "can-$j_can2.out" || die "the resubmitted job did not resume"
+same_as can.h5 ref.dump || die "cancelled + resubmitted fit differs from the uninterrupted one"
+[ -e can.ckpt.h5 ] && die "checkpoint left after the resumed job"
+[ $fail = 0 ] && ok "resubmitting the same command after scancel resumes; same bits as an uninterrupted fit"
+
+# ---- 6 (end). the README example with its data ------------------------------------------------
+wait_done "$j_rd2" 60 || die "README job $j_rd2 did not end"
+[ "$(state_of "$j_rd2")" = COMPLETED ] && [ -e clean/results/demo/demo-run.h5 ] ||
+  { show "clean/readme-$j_rd2.out"; die "README example with its data: state $(state_of "$j_rd2")"; }
+grep -q "srun .* run jobs/demo.yaml --checkpoint results/demo/demo-run.ckpt.h5$" "clean/readme-$j_rd2.out" ||
+  die "README example: the default checkpoint is not named after the job file's out:"
+[ $fail = 0 ] && ok "README example in a clean folder: one line on how to make the data, then it runs"
+
+# ---- 9 (end). requeued by Slurm: resumes -------------------------------------------------------
+wait_state "$j_pre" 120 COMPLETED FAILED CANCELLED TIMEOUT || die "requeued job $j_pre did not end"
+show "pre-$j_pre.out"
+[ "$(state_of "$j_pre")" = COMPLETED ] && [ "$(restarts_of "$j_pre")" = 1 ] ||
+  die "requeued job: state $(state_of "$j_pre"), restarts $(restarts_of "$j_pre"); expected COMPLETED, 1"
+grep -q "status 75" "pre-$j_pre.out" || die "the requeued job did not stop with status 75"
+grep -q -- "--checkpoint $W/pre.ckpt.h5 --checkpoint-every 4 --resume" "pre-$j_pre.out" || die "the requeued job did not resume"
+same_as pre.h5 ref.dump || die "requeued fit differs from the uninterrupted one"
+[ $fail = 0 ] && ok "requeued by Slurm (as PreemptMode=REQUEUE does): checkpoint, restart, resume, same bits"
+
+wait_state "$j_usr" 120 COMPLETED FAILED CANCELLED TIMEOUT || die "USR1 job $j_usr did not end"
+show "usr-$j_usr.out"
+[ "$(state_of "$j_usr")" = COMPLETED ] && [ "$(restarts_of "$j_usr")" = 1 ] ||
+  die "USR1 job: state $(state_of "$j_usr"), restarts $(restarts_of "$j_usr"); expected COMPLETED, 1"
+grep -q "requeueing job $j_usr" "usr-$j_usr.out" || die "scancel --signal=USR1: the job did not requeue itself"
+grep -q -- "--checkpoint $W/usr.ckpt.h5 --checkpoint-every 4 --resume" "usr-$j_usr.out" || die "USR1 job did not resume"
+same_as usr.h5 ref.dump || die "USR1-requeued fit differs from the uninterrupted one"
+[ $fail = 0 ] && ok "scancel --signal=USR1: checkpoint, the job requeues itself, resumes, same bits"
+
+# ---- 11. --time=2 does not loop ------------------------------------------------------------------
+wait_state "$j_t2" 150 COMPLETED FAILED CANCELLED TIMEOUT || die "--time=2 job $j_t2 did not end"
+show "t2-$j_t2.out"
+[ "$(state_of "$j_t2")" = COMPLETED ] && [ "$(restarts_of "$j_t2")" = 0 ] ||
+  die "--time=2 job: state $(state_of "$j_t2"), restarts $(restarts_of "$j_t2"); expected COMPLETED, 0"
+grep -q "time-limit warning .* moved to 30 s before the end" "t2-$j_t2.out" || die "--time=2: the early warning was not moved"
+same_as t2.h5 ref_t1.dump || die "--time=2 fit differs from the 1-thread reference"
+[ $fail = 0 ] && ok "--time=2: the early time-limit warning is moved, the fit completes without a requeue"
+
+# ---- 10. the time limit: checkpoint, requeue, resume ---------------------------------------------
+wait_state "$j_tl" 200 COMPLETED FAILED CANCELLED TIMEOUT || die "time-limit job $j_tl did not end"
+show "tl-$j_tl.out"
+[ "$(state_of "$j_tl")" = COMPLETED ] && [ "$(restarts_of "$j_tl")" = 1 ] ||
+  die "time-limit job: state $(state_of "$j_tl"), restarts $(restarts_of "$j_tl"); expected COMPLETED, 1"
+grep -q "moved to 15 s before the end" "tl-$j_tl.out" || die "time limit: the warning was not moved to 15 s before the end"
+grep -q "requeueing job $j_tl" "tl-$j_tl.out" || die "time limit: the job did not requeue itself"
+grep -qi "failed" "tl-$j_tl.out" && die "time limit: a misleading 'failed' message"
+grep -q -- "--checkpoint $W/tl.ckpt.h5 --resume" "tl-$j_tl.out" || die "time limit: the requeued job did not resume"
+same_as tl.h5 ref.dump || die "time-limit fit differs from the uninterrupted one"
+[ -e tl.ckpt.h5 ] && die "checkpoint left after the finished job"
+[ $fail = 0 ] && ok "time limit (--time=1): warning at 45 s, checkpoint, requeue, resume, same bits"
+
+echo "batch_slurm: wall time $(( $(date +%s) - t_start )) s"
 [ $fail -eq 0 ] && echo "batch_slurm: all passed" || echo "batch_slurm: FAILED"
 exit $fail

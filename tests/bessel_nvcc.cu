@@ -36,6 +36,6 @@ __global__ void ghf_test_bessel_scalar_kernel(const double *v, const double *z, 
         out[4 * i + 0] = ghf_log_kv(v[i], z[i]);
         out[4 * i + 1] = ghf_dlog_kv_dv(v[i], z[i]);
         out[4 * i + 2] = ghf_log_kv_ratio(v[i], z[i]);
-        out[4 * i + 3] = ghf_bessel_plan_eval(&pl, z[i]).logk;
+        out[4 * i + 3] = ghf_bessel_plan_eval(&pl, z[i]).logk_s;
     }
 }

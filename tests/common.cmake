@@ -4,7 +4,6 @@
 #       builds tests/<sources> against ghfit_core and registers it.
 #   ghf_mpi_test(NAME name NP n COMMAND cmd args... [LABELS ...] [TIMEOUT s])
 #       runs cmd under mpirun with n ranks (root- and oversubscribe-safe).
-set(GHF_SHARED_DIR "${CMAKE_SOURCE_DIR}/../shared" CACHE PATH "The shared/ folder beside the checkout")
 set(GHF_MPI_ENV
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -13,14 +12,14 @@ set(GHF_MPI_ENV
 function(ghf_unit_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LABELS;ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ghfit_core)
+  target_link_libraries(${T_NAME} PRIVATE ghfit_core PkgConfig::HDF5) # tests may read files directly
   target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
   set_tests_properties(${T_NAME} PROPERTIES LABELS "unit;${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "${GHF_MPI_ENV};GHF_SHARED_DIR=${GHF_SHARED_DIR};GHF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+    ENVIRONMENT "${GHF_MPI_ENV};GHF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endfunction()
 
 function(ghf_mpi_test)
@@ -32,5 +31,5 @@ function(ghf_mpi_test)
     --oversubscribe --timeout ${T_TIMEOUT} ${T_COMMAND})
   set_tests_properties(${T_NAME} PROPERTIES LABELS "mpi;${T_LABELS}" TIMEOUT ${T_TIMEOUT}
     PROCESSORS ${T_NP}
-    ENVIRONMENT "${GHF_MPI_ENV};GHF_SHARED_DIR=${GHF_SHARED_DIR};GHF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+    ENVIRONMENT "${GHF_MPI_ENV};GHF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endfunction()

@@ -15,4 +15,4 @@ add_test(NAME peers_smoke
   COMMAND ${GHF_BASH} -c
     "rm -f '${GHF_PEERS_OUT}/table.md'; GHF_PEERS_SKIP_NO_PYTHON=1 '${GHF_BASH}' '${CMAKE_SOURCE_DIR}/bench/peers/run.sh' --smoke --out '${GHF_PEERS_OUT}'; rc=$?; [ $rc -eq 0 ] || exit $rc; '${GHF_PYTHON3}' '${CMAKE_SOURCE_DIR}/bench/peers/check_table.py' '${GHF_PEERS_OUT}/table.md' 2")
 set_tests_properties(peers_smoke PROPERTIES LABELS "bench" TIMEOUT 900 PROCESSORS 2 SKIP_RETURN_CODE 77
-  ENVIRONMENT "${GHF_MPI_ENV};GHFIT=$<TARGET_FILE:ghfit>;GHF_SHARED_DIR=${GHF_SHARED_DIR}")
+  ENVIRONMENT "${GHF_MPI_ENV};GHFIT=$<TARGET_FILE:ghfit>")

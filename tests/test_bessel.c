@@ -1,6 +1,7 @@
 /* test_bessel.c - table-driven tests of kernels/bessel.h and bessel_plan.h.
  *
- * 1. shared/data/bessel_grid.csv (2,706 points, 50-digit references):
+ * 1. tests/data/bessel_grid.csv (2,706 points, 50-digit references; its
+ *    provenance is in tests/data/README.md):
  *    log K, log(K_{v+1}/K_v) and d/dv log K at every point; also
  *    log(K_{v-1}/K_v) at order v+1 against -log(K_{v+1}/K_v).
  * 2. tests/data/bessel_ref_random.csv (random points from
@@ -96,11 +97,11 @@ static FILE *open_data(const char *env, const char *fallback_rel, const char *fi
 /* ---------------------------------------------------------------------- */
 static void test_grid(void)
 {
-    FILE *f = open_data("GHF_SHARED_DIR", "../shared", "data/bessel_grid.csv");
+    FILE *f = open_data("GHF_BESSEL_TEST_DATA", "tests/data", "bessel_grid.csv");
     char line[4096];
     worst wl = {"grid log K", 0, 0, 0, 0}, wr = {"grid log ratio up", 0, 0, 0, 0};
     worst wd = {"grid d/dv log K", 0, 0, 0, 0}, wn = {"grid log ratio dn (v+1)", 0, 0, 0, 0};
-    worst wp = {"grid public == fused", 0, 0, 0, 0};
+    worst wp = {"grid public == fused", 0, 0, 0, 0}, wls = {"grid log K + z (scaled)", 0, 0, 0, 0};
     long rows = 0;
     if (!f) {
         g_fail++;
@@ -122,13 +123,15 @@ static void test_grid(void)
         long double L = (long double)x[4] + x[5], D = (long double)x[6] + x[7];
         long double Q = (long double)x[10] + x[11];
         ghf_bessel_eval e = ghf_bessel_fused(v, z);
-        check(&wl, e.logk, L, TOL_LOGK, 1, v, z);
+        check(&wl, ghf_bessel_logk(&e, z), L, TOL_LOGK, 1, v, z);
+        /* the scaled log K + z keeps that accuracy relative to its own size */
+        check(&wls, e.logk_s, L + (long double)z, TOL_LOGK, 1, v, z);
         check(&wr, e.log_ratio_up, Q, TOL_RATIO, 1, v, z);
         check(&wd, e.dlogk_dv, D, TOL_DLOGK, 0, v, z);
         /* log(K_v / K_{v+1}) is log_ratio_dn at order v+1 */
         check(&wn, ghf_bessel_fused(v + 1.0, z).log_ratio_dn, -Q, TOL_RATIO, 1, v, z);
         /* the public single-output functions are the fused fields */
-        double pub = fabs(ghf_log_kv(v, z) - e.logk) + fabs(ghf_dlog_kv_dv(v, z) - e.dlogk_dv)
+        double pub = fabs(ghf_log_kv(v, z) - ghf_bessel_logk(&e, z)) + fabs(ghf_dlog_kv_dv(v, z) - e.dlogk_dv)
                      + fabs(ghf_log_kv_ratio(v, z) - e.log_ratio_up);
         check(&wp, pub, 0.0L, TOL_LOGK, 1, v, z);
         rows++;
@@ -139,6 +142,7 @@ static void test_grid(void)
         g_fail++;
     }
     report(&wl);
+    report(&wls);
     report(&wr);
     report(&wn);
     report(&wd);
@@ -168,7 +172,8 @@ static void test_random_ref(void)
         }
         double v = x[0], z = x[1];
         ghf_bessel_eval e = ghf_bessel_fused(v, z);
-        check(&wl, e.logk, (long double)x[2] + x[3], TOL_LOGK, 1, v, z);
+        check(&wl, ghf_bessel_logk(&e, z), (long double)x[2] + x[3], TOL_LOGK, 1, v, z);
+        check(&wl, e.logk_s, (long double)x[2] + x[3] + (long double)z, TOL_LOGK, 1, v, z);
         check(&wd, e.dlogk_dv, (long double)x[4] + x[5], TOL_DLOGK, 0, v, z);
         check(&wu, e.log_ratio_up, (long double)x[6] + x[7], TOL_RATIO, 1, v, z);
         check(&wn, e.log_ratio_dn, (long double)x[8] + x[9], TOL_RATIO, 1, v, z);
@@ -207,7 +212,7 @@ static void test_properties(void)
         double v = (urand() < 0.5) ? vs[(int)(urand() * nv)] : 1000.0 * urand();
         double z = pow(10.0, -12.0 + 17.0 * urand());
         ghf_bessel_eval a = ghf_bessel_fused(v, z), b = ghf_bessel_fused(-v, z);
-        double bad = (a.logk != b.logk) + (a.log_ratio_up != b.log_ratio_dn) + (a.log_ratio_dn != b.log_ratio_up)
+        double bad = (a.logk_s != b.logk_s) + (a.log_ratio_up != b.log_ratio_dn) + (a.log_ratio_dn != b.log_ratio_up)
                      + (a.dlogk_dv != -b.dlogk_dv);
         check(&ws, bad, 0.0L, 0.5, 1, v, z);
     }
@@ -216,7 +221,7 @@ static void test_properties(void)
         for (double le = -300.0; le <= 300.0; le += 12.5) {
             double z = pow(10.0, le);
             ghf_bessel_eval e = ghf_bessel_fused(vs[i], z);
-            double bad = !isfinite(e.logk) + !isfinite(e.log_ratio_up) + !isfinite(e.log_ratio_dn)
+            double bad = !isfinite(e.logk_s) + !isfinite(e.log_ratio_up) + !isfinite(e.log_ratio_dn)
                          + !isfinite(e.dlogk_dv);
             check(&wfin, bad, 0.0L, 0.5, 1, vs[i], z);
         }
@@ -248,7 +253,7 @@ static void test_properties(void)
             double v = (urand() < 0.5) ? vs[(int)(urand() * nv)] : -1000.0 + 2000.0 * urand();
             double z = pow(10.0, -12.0 + 17.0 * urand());
             ghf_bessel_eval a = ghf__bessel_fused_trap(v, z), b = ghf_bessel_fused(v, z);
-            check(&wt, a.logk, b.logk, 2e-12, 1, v, z);
+            check(&wt, ghf_bessel_logk(&a, z), ghf_bessel_logk(&b, z), 2e-12, 1, v, z);
             check(&wtr, a.log_ratio_up, b.log_ratio_up, 2e-12, 1, v, z);
             check(&wtr, a.log_ratio_dn, b.log_ratio_dn, 2e-12, 1, v, z);
             if (fabs(v) >= 1.0) check(&wtd, a.dlogk_dv, b.dlogk_dv, 1e-10, 0, v, z);
@@ -261,7 +266,7 @@ static void test_properties(void)
     {
         ghf_bessel_eval e = ghf_bessel_fused(1.0, -1.0);
         worst wn = {"NaN for z <= 0", 0, 0, 0, 0};
-        check(&wn, isnan(e.logk) ? 0.0 : 1.0, 0.0L, 0.5, 1, 1.0, -1.0);
+        check(&wn, isnan(e.logk_s) ? 0.0 : 1.0, 0.0L, 0.5, 1, 1.0, -1.0);
         report(&wn);
     }
     report(&ws);
@@ -309,7 +314,7 @@ static void test_plans(void)
 #endif
             double llo;
             ghf_bessel_eval b = ghf__bessel_fused_ext(v, z, &llo);
-            check(&wl, a.logk, (long double)b.logk + llo, TOL_LOGK, 1, v, z);
+            check(&wl, a.logk_s, (long double)b.logk_s + llo, TOL_LOGK, 1, v, z);
             check(&wu, a.log_ratio_up, b.log_ratio_up, TOL_RATIO, 1, v, z);
             check(&wn, a.log_ratio_dn, b.log_ratio_dn, TOL_RATIO, 1, v, z);
             check(&wd, a.dlogk_dv, b.dlogk_dv, TOL_DLOGK, 0, v, z);

@@ -25,7 +25,7 @@ int main(void)
     ghf_bessel_plan_build(&pl, -3.7, 0.1, 50.0);
     for (double z = 0.1; z < 50.0; z *= 1.3) {
         ghf_bessel_eval a = ghf_bessel_plan_eval(&pl, z), b = ghf_bessel_fused(-3.7, z);
-        if (!(fabs(a.logk - b.logk) <= 1e-14 * fmax(1.0, fabs(b.logk)))) bad++;
+        if (!(fabs(a.logk_s - b.logk_s) <= 1e-14 * fmax(1.0, fabs(b.logk_s)))) bad++;
     }
     printf("plain C11 build of the Bessel headers: %d failures\n", bad);
     return bad != 0;

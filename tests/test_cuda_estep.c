@@ -21,7 +21,7 @@
 #include <mpi.h>
 
 #include "backend.h"
-#include "backend_cuda_opts.h"
+#include "cuda_opts.h"
 #include "bessel.h"
 #include "model.h"
 
@@ -150,9 +150,9 @@ static void reference(const problem *pb, double *ref, double *mag, MPI_Comm comm
         const ghf_point r = ghf_estep_point(c, q, zw, ghf_bessel_fused(c->P, ghf_estep_arg(c, q)));
         const int ok = isfinite(r.u) && isfinite(r.v) && isfinite(r.l) && isfinite(r.ll);
         const double u = ok ? r.u : 0.0;
-        const double t[5] = {u, ok ? r.v : 0.0, ok ? r.l : 0.0, ok ? r.ll : 0.0, ok ? 0.0 : 1.0};
-        const int idx[5] = {GHF_ST_S1, GHF_ST_S2, GHF_ST_S3, GHF_ST_LL, GHF_ST_NBAD};
-        for (int k = 0; k < 5; k++) {
+        const double t[6] = {u, ok ? r.v : 0.0, ok ? r.l : 0.0, ok ? r.ll : 0.0, ok ? 0.0 : 1.0, ok ? fabs(zw) : 0.0};
+        const int idx[6] = {GHF_ST_S1, GHF_ST_S2, GHF_ST_S3, GHF_ST_LL, GHF_ST_NBAD, GHF_ST_ZWABS};
+        for (int k = 0; k < 6; k++) {
             ref[idx[k]] += t[k];
             mag[idx[k]] += fabs(t[k]);
         }

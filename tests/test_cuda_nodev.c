@@ -9,7 +9,7 @@
 #include <mpi.h>
 
 #include "backend.h"
-#include "backend_cuda_opts.h"
+#include "cuda_opts.h"
 
 int main(int argc, char **argv)
 {

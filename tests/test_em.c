@@ -77,8 +77,7 @@ static int fit(run *R, double *x, int64_t n, int d, ghf_family fam, int max_iter
     o.max_iter = max_iter;
     o.tol = tol;
     o.quiet = 1;
-    o.data_mean = R->data.zero;
-    o.data_cov = R->data.cov;
+    ghf_data_em_opts(&R->data, &o);
     if (ghf_em_fit(MPI_COMM_WORLD, R->be, d, &o, &R->em, err, sizeof err)) {
         fprintf(stderr, "em: %s\n", err);
         return -1;
@@ -220,7 +219,7 @@ int main(int argc, char **argv)
                     vc[j * d + k] += e * e / n;
                 }
         double tmean[3], tcov[9];
-        ghf_params_moments(&t, tmean, tcov);
+        ghf_params_moments(&t, tmean, tcov, NULL, 0);
         run R;
         const char *what = ghf_family_name(fam);
         if (fit(&R, x, n, d, fam, 2000, 1e-10) != 0) {
@@ -234,7 +233,7 @@ int main(int argc, char **argv)
               R.em.loglik, ll_true);
         CHECK(R.em.converged, "%s: converged (%s)", what, R.em.status);
         double fmean[3], fcov[9];
-        ghf_params_moments(&R.em.params, fmean, fcov);
+        ghf_params_moments(&R.em.params, fmean, fcov, NULL, 0);
         for (int j = 0; j < d; j++) {
             fmean[j] += R.data.shift[j];
             const double se = sqrt(c[j * d + j] / n);

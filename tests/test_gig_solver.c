@@ -1,4 +1,4 @@
-/* test_gig_solver.c - the GIG M-step solver (src/gig_solver.c).
+/* test_gig_solver.c - the GIG M-step solver (src/family/gig_solver.c).
  *
  * Battery: p in {-50 .. 50} (12 values) x sqrt(ab) in {1e-10 .. 1e4} (8) x
  * b/a in {1e-6, 1, 1e6} = 288 GIG laws, each solved from eta = E t(Y)

@@ -100,7 +100,7 @@ static int gen(const char *path, const char *ds, int64_t n, int d, int bits)
 static void read_and_check(const char *what, const char *path, const char *ds, int64_t w0, int64_t wlen,
                            int64_t n_expect, int d, int bits)
 {
-    ghf_read_opts o = {path, ds, w0, wlen, 1, 0};
+    ghf_read_opts o = {path, ds, w0, wlen, 1, 0, 0};
     ghf_shard s;
     char err[512] = "";
     int st = ghf_h5_read_shard(MPI_COMM_WORLD, &o, &s, err, sizeof err);
@@ -165,6 +165,21 @@ static void test_block_range(void)
             }
             CHECK(next == ns[k] && mx - mn <= 1, "block_range cover n=%" PRId64 " p=%d", ns[k], p);
         }
+    /* groups of g rows: shards start at multiples of g, cover [0, n) in order */
+    const int64_t gs[] = {1, 2, 256};
+    for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            for (int p = 1; p <= 7; p++) {
+                int64_t next = 0;
+                for (int r = 0; r < p; r++) {
+                    int64_t r0, nr;
+                    ghf_block_range_granular(ns[k], gs[gi], r, p, &r0, &nr);
+                    CHECK(r0 == next && nr >= 0 && (r0 % gs[gi] == 0 || r0 == ns[k]),
+                          "granular(%" PRId64 ",%" PRId64 ",%d,%d)", ns[k], gs[gi], r, p);
+                    next = r0 + nr;
+                }
+                CHECK(next == ns[k], "granular cover n=%" PRId64 " g=%" PRId64 " p=%d", ns[k], gs[gi], p);
+            }
     /* large n: no overflow */
     int64_t r0, nr, big = (int64_t)1 << 62;
     ghf_block_range(big, 2, 3, &r0, &nr);
@@ -282,7 +297,7 @@ static void test_chunked_and_int(void)
     ghf__h5_set_max_piece_bytes(0);
 
     /* integers are accepted and converted */
-    ghf_read_opts o = {pc, "/i32", 0, -1, 1, 0};
+    ghf_read_opts o = {pc, "/i32", 0, -1, 1, 0, 0};
     ghf_shard s;
     char err[512] = "";
     int st = ghf_h5_read_shard(MPI_COMM_WORLD, &o, &s, err, sizeof err);
@@ -338,7 +353,7 @@ static void test_bad_inputs(void)
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
-    ghf_read_opts o = {missing, NULL, 0, -1, 1, 0};
+    ghf_read_opts o = {missing, NULL, 0, -1, 1, 0, 0};
     expect_bad("missing file", &o, "No such file");
     o.path = dirp;
     expect_bad("directory", &o, "directory");
@@ -417,7 +432,7 @@ static void test_nonfinite(void)
         char want[160];
         snprintf(want, sizeof want, "%d rows contain non-finite values (first at row %" PRId64 "); use --drop-nonfinite to skip them",
                  cnt, first);
-        ghf_read_opts o = {pn, NULL, w0, -1, 1, 0};
+        ghf_read_opts o = {pn, NULL, w0, -1, 1, 0, 0};
         expect_bad(w ? "non-finite, window from 6" : "non-finite values", &o, want);
 
         /* drop them */
@@ -461,7 +476,7 @@ static void test_nonfinite(void)
         make_ds(pa, "/X", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, NULL, v, 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    ghf_read_opts o = {pa, NULL, 0, -1, 1, 1};
+    ghf_read_opts o = {pa, NULL, 0, -1, 1, 1, 0};
     expect_bad("all rows non-finite (drop)", &o, "all 2 rows");
 }
 

@@ -9,10 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "resume.h"
 #include "fit.h"
 #include "job.h"
-#include "sweep.h"
+#include "record.h"
+#include "summary.h"
 #include "testutil.h"
 
 static int parse(const char *text, ghf_job *j, char *err, size_t errlen)
@@ -118,13 +119,31 @@ static void test_parse(void)
     }
     free(s);
 
-    /* a slice: fits i with i % 5 == 2 */
-    j.slice_k = 2;
-    j.slice_n = 5;
-    rc = ghf_job_expand(&j, 20000, &s, &ns, &nt, err, sizeof err);
-    CHECK(rc == 0 && nt == 216 && ns == (216 - 2 + 4) / 5, "slice 2/5: %d fits of %d", ns, nt);
-    for (int a = 0; rc == 0 && a < ns; a++) CHECK(s[a].index % 5 == 2, "slice index %d", s[a].index);
-    free(s);
+    /* slices K/5: the groups of a run with 5 groups (issue: arrays keep
+     * warm-start chains whole).  Every chain has 9 windows >= 5, so slice K
+     * holds, of every chain, the windows q with floor(q * 5 / 9) == K: a
+     * contiguous block; the slices partition the fits. */
+    int seen[216] = {0};
+    for (int k = 0; k < 5; k++) {
+        j.slice_k = k;
+        j.slice_n = 5;
+        rc = ghf_job_expand(&j, 20000, &s, &ns, &nt, err, sizeof err);
+        CHECK(rc == 0 && nt == 216, "slice %d/5: %d fits of %d (%s)", k, ns, nt, err);
+        for (int a = 0; rc == 0 && a < ns; a++) {
+            const int q = s[a].index % 9; /* its window in its chain */
+            CHECK(q * 5 / 9 == k && s[a].window == q, "slice %d: fit %d (window %d) is not in block %d", k,
+                  s[a].index, q, k);
+            CHECK(a == 0 || s[a].index > s[a - 1].index, "slice %d: fits out of order", k);
+            if (s[a].index >= 0 && s[a].index < 216) seen[s[a].index]++;
+            /* within a chain, the slice's windows are consecutive */
+            if (a > 0 && s[a].chain == s[a - 1].chain)
+                CHECK(s[a].window == s[a - 1].window + 1, "slice %d: a gap in chain %d", k, s[a].chain);
+        }
+        free(s);
+    }
+    int once = 1;
+    for (int a = 0; a < 216; a++) once &= seen[a] == 1;
+    CHECK(once, "the 5 slices do not partition the 216 fits");
     /* windows that do not fit */
     j.slice_k = 0;
     j.slice_n = 1;
@@ -139,7 +158,7 @@ static void test_errors(void)
     expect_error("data:\n  file: x.h5\n  datset: /X\n", "job.yaml:3: unknown key 'datset' in data");
     expect_error("data: x.h5\ntol: abc\n", "job.yaml:2: tol: 'abc' is not a non-negative number");
     expect_error("data: x.h5\ntol: [1e-8, -1]\n", "job.yaml:2: tol: '-1' is not a non-negative number");
-    expect_error("family: [gh, t]\n", "job.yaml:1: family: unknown family 't'");
+    expect_error("family: [gh, student]\n", "job.yaml:1: family: unknown family 'student'");
     expect_error("p: [free, banana]\n", "job.yaml:1: p: 'banana' is neither");
     expect_error("max_iter: 1.5\n", "job.yaml:1: max_iter: '1.5' is not an integer");
     expect_error("seed: [1, 1]\n", "job.yaml:1: seed: '1' is listed twice");
@@ -280,7 +299,7 @@ static void test_checkpoint_file(const char *dir)
     for (int i = 0; i < 4; i++) st.trace[i] = -1000.0 + i / 7.0;
     ghf_ckpt c;
     memset(&c, 0, sizeof c);
-    ghf_ckpt_id id = {"run", "/nonexistent/data.h5", "/X", 500, d, 0x1234abcdULL, 7, "a: 1\n"};
+    ghf_ckpt_id id = {"run", "/nonexistent/data.h5", "/X", 500, d, 0x1234abcdULL, 7, "a: 1\n", 0, 0};
     CHECK(ghf_ckpt_set_id(&c, &id) == 0, "set id");
     c.run = calloc(1, sizeof *c.run);
     c.n_run = 1;
@@ -347,8 +366,10 @@ static void test_checkpoint_file(const char *dir)
     other.kind = "fit";
     CHECK(ghf_ckpt_load(MPI_COMM_WORLD, prev, &other, &ld, err, sizeof err) == 2 && strstr(err, "ghfit run"),
           "kind mismatch: %s", err);
+    /* only ghfit's own checkpoints are removed: the garbage at path stays */
     ghf_ckpt_remove(path);
-    CHECK(access(path, F_OK) != 0 && access(prev, F_OK) != 0, "remove");
+    CHECK(access(path, F_OK) == 0 && access(prev, F_OK) != 0, "remove");
+    unlink(path);
     CHECK(ghf_ckpt_load(MPI_COMM_WORLD, path, &id, &ld, err, sizeof err) == 2 && strstr(err, "no such"), "missing: %s",
           err);
     ghf_pack_free(&b);
@@ -357,9 +378,38 @@ static void test_checkpoint_file(const char *dir)
     ghf_params_free(&t);
 }
 
+/* Fit names: %g labels kept where they differ; more digits only where two
+ * values print alike; the job expansion names every fit apart. */
+static void test_names(void)
+{
+    const double v[4] = {1e-8, 1.0000001e-8, 1e-6, 2.5e-7};
+    char lab[4][GHF_JOB_LABEL_LEN];
+    ghf_axis_labels(v, 4, lab);
+    CHECK(!strcmp(lab[0], "1e-08") && !strcmp(lab[1], "1.0000001e-08") && !strcmp(lab[2], "1e-06") &&
+              !strcmp(lab[3], "2.5e-07"), "labels %s %s %s %s", lab[0], lab[1], lab[2], lab[3]);
+    const double w[2] = {0.123456789012, 0.123456789013};
+    ghf_axis_labels(w, 2, lab);
+    CHECK(!strcmp(lab[0], "0.123456789012") && !strcmp(lab[1], "0.123456789013"), "labels %s %s", lab[0], lab[1]);
+    const char *txt = "data: d.h5\nout: o.h5\nfamily: gh\np: [free, 0.5, 0.500000001]\ntol: [1e-8, 1.00000001e-8]\n";
+    ghf_job j;
+    char err[1024];
+    CHECK(ghf_job_parse(txt, strlen(txt), "n.yaml", &j, err, sizeof err) == 0, "parse: %s", err);
+    ghf_fit_spec *sp = NULL;
+    int ns = 0, nt = 0;
+    CHECK(ghf_job_expand(&j, 100, &sp, &ns, &nt, err, sizeof err) == 0 && ns == 6, "expand: %s", err);
+    for (int a = 0; a < ns; a++)
+        for (int b = a + 1; b < ns; b++) CHECK(strcmp(sp[a].name, sp[b].name) != 0, "same name %s", sp[a].name);
+    CHECK(ns == 6 && !strcmp(sp[0].name, "gh_pfree_tol1e-08_s1") && !strcmp(sp[1].name, "gh_pfree_tol1.00000001e-08_s1") &&
+              !strcmp(sp[2].name, "gh_p0.5_tol1e-08_s1") && !strcmp(sp[4].name, "gh_p0.500000001_tol1e-08_s1"),
+          "names %s %s %s %s", sp[0].name, sp[1].name, sp[2].name, sp[4].name);
+    free(sp);
+    ghf_job_free(&j);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
+    test_names();
     test_parse();
     test_errors();
     test_records();

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "law/uni1d.h"
+#include "uni1d.h"
 #include "testutil.h"
 
 #define TOL_Q 1e-11

@@ -383,7 +383,7 @@ static double uni_logpdf_std(const ghf_uni_mix *mx, double u, double beta, doubl
     if (A > 0.0 && B > 0.0 && sqrt(A) * sqrt(B) >= 1e-10) {
         const double x = sqrt(A) * sqrt(B);
         const ghf_bessel_eval K = ghf_bessel_fused(P, x);
-        lz = GHF_LN2 + 0.5 * P * (log(B) - log(A)) + K.logk;
+        lz = GHF_LN2 + 0.5 * P * (log(B) - log(A)) + (K.logk_s - x);
         einv = exp(0.5 * (log(A) - log(B)) + K.log_ratio_dn);
     }
     if (!isfinite(lz)) {

@@ -1,0 +1,133 @@
+/* h5internal.h - helpers shared by the io/ sources (not part of the public
+ * API; tests may include it for the test hooks at the end).  Internal
+ * non-static symbols are ghf__*. */
+#ifndef GHF_H5INTERNAL_H
+#define GHF_H5INTERNAL_H
+
+/* standard headers */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* MPI, HDF5 */
+#include <mpi.h>
+#include <hdf5.h>
+
+/* this module */
+#include "h5io.h"
+
+#define GHF__DEFAULT_DATASET "/X"
+
+/* Root attribute of a data set written by `ghfit generate` (its value: the version). */
+#define GHF_MATRIX_SIGNATURE "ghfit_data_version"
+
+/* Switches off HDF5's automatic error printing (idempotent). */
+void ghf__h5_quiet(void);
+
+/* The start of every collective entry point (read, write): HDF5's error
+ * printing off, the piece counter reset, rank and size of comm, and the
+ * error buffer: err, or lbuf when the caller gave none.  Returns the buffer
+ * to use (emptied) and sets *errlen to its size. */
+char *ghf__h5_begin(MPI_Comm comm, char *err, size_t *errlen, char *lbuf, size_t lbuflen, int *rank,
+                    int *size);
+
+/* snprintf into err (if err && errlen), never a trailing newline. */
+void ghf__seterr(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Agree on a status across comm: returns the max status of all ranks; when
+ * it is non-zero, err on every rank is set to the message of the lowest rank
+ * that reported that status. */
+int ghf__agree(MPI_Comm comm, int status, char *err, size_t errlen);
+
+/* "dataset" or "/X" when NULL/"". */
+const char *ghf__dsname(const char *dataset);
+
+/* What rank 0 learns about the input dataset (serial driver). */
+typedef struct ghf__dsinfo {
+    int64_t n;          /* rows */
+    int64_t d;          /* columns */
+    int     cls;        /* 0 float, 1 signed int, 2 unsigned int */
+    int     size;       /* bytes per element on disk */
+    int     chunked;    /* 1 if chunked layout */
+    char    file[4096]; /* the file that holds the data (differs from path behind an external link) */
+} ghf__dsinfo;
+
+/* At most this many columns in an input matrix. */
+#define GHF__MAX_COLS 1000000
+
+/* Opens path serially (io/h5inspect.c) and checks that it is a regular,
+ * readable HDF5 file not locked by a writer and that `dataset` is a 2-D,
+ * non-empty numeric dataset parallel HDF5 can read: links resolve, no
+ * virtual or external storage, every filter available, every chunk written.
+ * Status 0/1/2 with a message naming file, dataset and cause. */
+int ghf__inspect(const char *path, const char *dataset, ghf__dsinfo *info,
+                 char *err, size_t errlen);
+
+/* "regular file", "FIFO (named pipe)", "character device", ... */
+const char *ghf__file_type_name(mode_t m);
+
+/* Writable-directory check behind ghf_h5_out_check: the path is not a
+ * directory, its directory exists, and a file can be created there. */
+int ghf__check_writable(const char *final_path, char *err, size_t errlen);
+
+/* Files built in memory.  HDF5 1.10.8 crashes at exit once a flush of an
+ * open file has failed (a full disk, a quota), so ghfit's serial files are
+ * built with the core driver (no backing store: HDF5 never writes to disk)
+ * and their image, taken over when HDF5 closes the file, is written with
+ * plain POSIX calls, whose errors are clean.  (H5Fget_file_image is not
+ * used: in 1.10.8 it returns images with a wrong superblock checksum.)
+ *
+ * ghf__h5_mem_create: a new file named `name` (in memory only; `libver_lo`
+ * the lower format bound, e.g. H5F_LIBVER_V18) and its capture state *mf;
+ * -1 on failure.  ghf__h5_mem_save: closes f (exactly once, also on
+ * failure) and writes the image to a new file "<base>.tmp.<pid>[.<k>]"
+ * created exclusively (never replacing anything), fsync'ed; *tmp receives
+ * its malloc'd name.  0, or -1 with `why` (the errno text) and no file
+ * left.  ghf__h5_mem_discard: closes f, writes nothing.  Both free *mf. */
+typedef struct ghf__memfile ghf__memfile;
+hid_t ghf__h5_mem_create(const char *name, H5F_libver_t libver_lo, ghf__memfile **mf);
+int   ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, char *why, size_t whylen);
+void  ghf__h5_mem_discard(hid_t f, ghf__memfile *mf);
+
+/* fsync(path) (a file or a directory); 0 on success. */
+int ghf__fsync_path(const char *path);
+
+/* The first bytes of ghfit's own non-HDF5-signed files: a checkpoint's user
+ * block and the log of finished fits. */
+#define GHF__CKPT_MAGIC "GHFITCKP"
+#define GHF__LOG_MAGIC "GHFITLOG"
+/* 1 if path is a regular file whose first n bytes are magic (n <= 16) */
+int ghf__file_starts_with(const char *path, const char *magic, size_t n);
+/* fsync the directory that holds path; 0 on success (best effort). */
+int ghf__fsync_parent(const char *path);
+
+/* String attributes (variable-length UTF-8) and numeric scalar attributes. */
+int ghf__attr_str(hid_t loc, const char *name, const char *val);
+int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
+int ghf__attr_int(hid_t loc, const char *name, int v);
+int ghf__attr_f64(hid_t loc, const char *name, double v);
+
+/* Test hooks ------------------------------------------------------------- */
+
+/* Upper bound on the bytes one collective H5Dread/H5Dwrite moves per rank
+ * (default 1 GiB).  Tests shrink it to exercise the multi-piece path; 0
+ * restores the default. */
+void   ghf__h5_set_max_piece_bytes(size_t bytes);
+size_t ghf__h5_max_piece_bytes(void);
+
+/* I/O mode of the last collective read/write piece of this process
+ * (H5Pget_mpio_actual_io_mode / H5Pget_mpio_no_collective_cause; local and
+ * global causes OR-ed); -1 before any. */
+int      ghf__h5_last_io_mode(void);
+uint32_t ghf__h5_last_no_coll_cause(void);
+void     ghf__h5_record_io_mode(hid_t dxpl);
+/* Number of collective data calls (pieces) of the last read/write. */
+int      ghf__h5_last_n_pieces(void);
+void     ghf__h5_set_last_n_pieces(int n);
+
+#endif /* GHF_H5INTERNAL_H */

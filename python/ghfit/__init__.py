@@ -1,0 +1,18 @@
+"""ghfit: read ghfit result files, evaluate and sample the fitted laws, write HTML reports.
+
+    import ghfit
+    res = ghfit.read("fit.h5")
+    fit = res.fits["gh"]
+    law = fit.law                      # ghfit.Law
+    ll = law.logpdf(x).sum()           # x: [n, d]
+    x = law.sample(1000, seed=1)
+"""
+
+from .law import FAMILIES, Law, gig_moment, log_kv, log_zsub
+from .lrt import LRTest, lr_tests
+from .results import Fit, Group, LazyDataset, Profile, Result, ResultError, read, read_matrix
+
+__version__ = "0.1.0"
+
+__all__ = ["FAMILIES", "Law", "gig_moment", "log_kv", "log_zsub", "LRTest", "lr_tests", "Fit", "Group",
+           "LazyDataset", "Profile", "Result", "ResultError", "read", "read_matrix", "__version__"]

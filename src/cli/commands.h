@@ -1,0 +1,24 @@
+/* commands.h - the subcommands of the ghfit program. Each returns an exit status (util.h). */
+#ifndef GHF_COMMANDS_H
+#define GHF_COMMANDS_H
+
+#include <mpi.h>
+#include <signal.h>
+#include <stddef.h>
+
+int ghf_cmd_fit(int argc, char **argv);
+int ghf_cmd_generate(int argc, char **argv);
+int ghf_cmd_run(int argc, char **argv);     /* job files and sweeps */
+int ghf_cmd_summary(int argc, char **argv); /* combined summary tables */
+
+/* SIGUSR1 / SIGTERM set this flag to the signal's number (async-signal-safe);
+ * the EM loop turns it into a collective stop at the next iteration boundary.
+ * main installs the handlers as its first instruction, so a request that
+ * arrives during start-up (MPI_Init, reading the data) is honoured once
+ * start-up is done.  Commands that cannot stop cleanly (generate, summary)
+ * release them: the default action again, and a pending signal is re-raised. */
+extern volatile sig_atomic_t ghf_stop_requested;
+void ghf_install_stop_handlers(void);
+void ghf_release_stop_handlers(void);
+
+#endif

@@ -1,0 +1,106 @@
+/* em.h - the distributed EM driver.
+ *
+ * Every rank runs the same loop: the backend's collective E-step turns the
+ * current parameters into globally summed statistics (and the
+ * log-likelihood of those parameters, from the same pass), and every rank
+ * computes the same M-step from the same reduced numbers, so the ranks never
+ * disagree on parameters, convergence or when to stop. */
+#ifndef GHF_EM_H
+#define GHF_EM_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "model.h"
+
+#define GHF_DEFAULT_TOL 1e-10
+#define GHF_DEFAULT_MAX_ITER 5000
+#define GHF_DEFAULT_STARTS 4
+#define GHF_DEFAULT_START_ITERS 5
+
+/* Resumable state: the loop is about to run the E-step at theta_iter. */
+typedef struct ghf_em_state {
+    int iter;        /* number of M-steps taken: cur = theta_iter */
+    ghf_params cur;  /* theta_iter */
+    ghf_params prev; /* theta_{iter-1}; meaningful when iter > 0 */
+    double *trace;   /* log-likelihoods of theta_0 .. theta_{iter-1} */
+    int trace_cap;
+} ghf_em_state;
+
+int  ghf_em_state_alloc(ghf_em_state *s, int d, int max_iter);
+void ghf_em_state_free(ghf_em_state *s);
+
+typedef struct ghf_em_opts {
+    ghf_family family;
+    int max_iter;
+    double tol;
+    uint64_t seed;
+    int n_starts;    /* GH subordinator starts (moment init); 1 = the NIG-like start only */
+    int start_iters; /* EM iterations per start before choosing */
+    int fix_p;       /* keep p fixed at p_fixed (families whose p is free) */
+    double p_fixed;
+    int symmetric;   /* gamma = 0 */
+    int quiet;       /* rank 0 prints a line per iteration unless quiet */
+    int accel;       /* 1: SQUAREM extrapolation (default), 0: plain EM */
+    int no_nested;   /* GH: do not add the NIG fit to the starts (see em.c) */
+    int nested_run;  /* internal: this fit is such a start (no end-of-fit comparisons) */
+    const char *label; /* prefix of the per-iteration lines (sweeps) */
+    int log_time;      /* the per-iteration lines start with a UTC time stamp (ISO 8601, ms) */
+    /* Moments of the (centred) data, for the moment initialisation
+     * (ghf_data_em_opts sets them). */
+    const double *data_mean;  /* [d] */
+    const double *data_cov;   /* [d*d] */
+    const double *data_rmean; /* [d] moments without gross outliers, or NULL */
+    const double *data_rcov;  /* [d*d] */
+    double ll_gauss;          /* log-likelihood of N(data_mean, data_cov); NaN: unknown */
+    /* Start here instead of the moment initialisation (warm start), or NULL. */
+    const ghf_params *init;
+    /* Continue from a saved state (checkpoint), or NULL. */
+    const ghf_em_state *resume;
+    /* Stop requests (set from a signal handler); may be NULL. */
+    volatile sig_atomic_t *stop_flag;
+    /* Called on every rank at the top of each iteration (stopping = 0), and
+     * once more when the ranks agreed to stop on a request (stopping = 1).
+     * Returns 0, or non-zero to abort the fit with a run-time error. */
+    int (*on_state)(void *ctx, const ghf_em_state *st, int stopping);
+    void *on_state_ctx;
+} ghf_em_opts;
+
+void ghf_em_opts_defaults(ghf_em_opts *o);
+
+typedef enum {
+    GHF_EM_CONVERGED = 0,
+    GHF_EM_MAX_ITER = 1,
+    GHF_EM_BOUNDARY = 2,
+    GHF_EM_INTERRUPTED = 3, /* stopped on a signal; the state was handed to on_state */
+    GHF_EM_FAILED = 4
+} ghf_em_outcome;
+
+typedef struct ghf_em_result {
+    ghf_params params; /* the returned parameters (finite), centred coordinates */
+    double loglik;     /* log-likelihood of params */
+    int n_iter;
+    int converged;
+    ghf_em_outcome outcome;
+    char status[320];
+    double *trace;     /* n_iter + 1 values */
+    int n_trace;
+    int n_decrease;    /* iterations whose log-likelihood fell by more than round-off */
+    int n_estep;       /* E-steps run (plain EM: n_iter + 1) */
+    int n_accel_accepted, n_accel_rejected; /* SQUAREM extrapolations */
+    int n_gig_kept;    /* M-steps that kept the subordinator (its solve did not improve it) */
+    double t_init, t_estep, t_allreduce, t_mstep, t_total;
+} ghf_em_result;
+
+void ghf_em_result_free(ghf_em_result *r);
+
+/* Collective.  Returns 0 (see r->outcome), or 1 on a run-time error (err). */
+int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_em_result *r,
+               char *err, size_t errlen);
+
+/* Largest relative change between two parameter sets (the convergence test). */
+double ghf_param_change(const ghf_params *a, const ghf_params *b);
+
+#endif

@@ -1,0 +1,133 @@
+/* em_squarem.c - SQUAREM cycles (Varadhan and Roland 2008, scheme S3): the
+ * extrapolated point and its acceptance (em_internal.h). */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "em_internal.h"
+#include "gig.h"
+#include "mstep.h"
+
+/* the largest SQUAREM step length |alpha| */
+#define GHF_SQ_MAX_STEP 64.0
+
+/* Coordinates of the extrapolation: mu, gamma, Sigma (lower), p, log a, log b. */
+
+static int sq_len(int d) { return 2 * d + d * (d + 1) / 2 + 3; }
+
+static void sq_pack(const ghf_params *t, double *v)
+{
+    const int d = t->d;
+    int k = 0;
+    for (int i = 0; i < d; i++) v[k++] = t->mu[i];
+    for (int i = 0; i < d; i++) v[k++] = t->gamma[i];
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j <= i; j++) v[k++] = t->sigma[i * d + j];
+    v[k++] = t->p;
+    /* on a face (a = 0 or b = 0) the coordinate is held at 0 */
+    v[k++] = t->a > 0.0 ? log(t->a) : 0.0;
+    v[k++] = t->b > 0.0 ? log(t->b) : 0.0;
+}
+
+static void sq_unpack(const double *v, ghf_params *t)
+{
+    const int d = t->d;
+    int k = 0;
+    for (int i = 0; i < d; i++) t->mu[i] = v[k++];
+    for (int i = 0; i < d; i++) t->gamma[i] = v[k++];
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j <= i; j++) {
+            t->sigma[i * d + j] = v[k];
+            t->sigma[j * d + i] = v[k++];
+        }
+    t->p = v[k++];
+    t->a = exp(v[k++]);
+    t->b = exp(v[k++]);
+}
+
+/* 1 if a (which = 0) or b (which = 1) is 0 in all of t0, t1, t2; -1 if it is
+ * 0 in some but not all (no extrapolation across a face); 0 otherwise. */
+static int sq_face(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, int which)
+{
+    const double x0 = which ? t0->b : t0->a, x1 = which ? t1->b : t1->a, x2 = which ? t2->b : t2->a;
+    const int n0 = (x0 == 0.0) + (x1 == 0.0) + (x2 == 0.0);
+    return n0 == 3 ? 1 : (n0 == 0 ? 0 : -1);
+}
+
+/* theta' = t0 - 2 alpha r + alpha^2 v.  Returns 0, or -1 if the point is unusable. */
+int ghf__em_squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, double fixed_p,
+                         ghf_params *out)
+{
+    const int d = t0->d, n = sq_len(d);
+    const int face_a = sq_face(t0, t1, t2, 0), face_b = sq_face(t0, t1, t2, 1);
+    if (face_a < 0 || face_b < 0) return -1;
+    double *a = malloc(3 * (size_t)n * sizeof(double));
+    if (!a) return -1;
+    double *x0 = a, *x1 = a + n, *x2 = a + 2 * n;
+    sq_pack(t0, x0);
+    sq_pack(t1, x1);
+    sq_pack(t2, x2);
+    double rr = 0.0, vv = 0.0;
+    for (int i = 0; i < n; i++) {
+        const double r = x1[i] - x0[i], v = x2[i] - 2.0 * x1[i] + x0[i];
+        rr += r * r;
+        vv += v * v;
+    }
+    int rc = -1;
+    if (vv > 0.0 && isfinite(rr) && isfinite(vv)) {
+        double alpha = -sqrt(rr / vv);
+        if (alpha > -1.0) alpha = -1.0;
+        if (alpha < -GHF_SQ_MAX_STEP) alpha = -GHF_SQ_MAX_STEP;
+        for (int i = 0; i < n; i++) {
+            const double r = x1[i] - x0[i], v = x2[i] - 2.0 * x1[i] + x0[i];
+            x2[i] = x0[i] - 2.0 * alpha * r + alpha * alpha * v;
+        }
+        sq_unpack(x2, out);
+        if (!isnan(fixed_p)) out->p = fixed_p;
+        if (face_a) out->a = 0.0;
+        if (face_b) out->b = 0.0;
+        rc = (ghf_params_finite(out) && (fabs(out->p) <= 50.0 || out->p == fixed_p || face_a || face_b) &&
+              (out->a > 0 || face_a) && (out->b > 0 || face_b) &&
+              (!face_a || out->p < 0) && (!face_b || out->p > 0)) ? 0 : -1;
+    }
+    free(a);
+    return rc;
+}
+
+/* The extrapolated point theta' (E-step just done): keep it as iterate k if
+ * it is at least as good as theta_{k+1}... see the loop comment. */
+em_next ghf__em_step_extrapolated(em_loop *L, ghf_em_result *r, int erc)
+{
+    em_ctx *e = L->e;
+    ghf_em_state *st = &L->st;
+    const int k = st->iter;
+    const double llx = e->stats[GHF_ST_LL];
+    L->phase = PH_CYCLE_START;
+    /* The slack (1e-13 relative, far above round-off and far below the
+     * 1e-12 monotonicity guarantee) keeps the decision away from round-off
+     * ties, so every rank count takes the same path. */
+    if (!(erc == 0 && ghf__em_estep_ok(e) && llx >= L->ll_th1 - GHF_LL_MARGIN * fmax(1.0, fabs(L->ll_th1)))) {
+        r->n_accel_rejected++; /* the cycle ends at theta_2 (st.cur already) */
+        return EM_GO_ON;
+    }
+    r->n_accel_accepted++;
+    st->trace[k] = llx;
+    if (L->print)
+        printf("%siter %5d  loglik % .15e  dll % .3e  (extrapolated)  %.4f s\n", ghf__em_line_prefix(L), k, llx,
+               (llx - st->trace[k - 1]) / fmax(1.0, fabs(llx)), MPI_Wtime() - L->t_it);
+    if (k >= L->max_iter) {
+        ghf__em_finish(r, &L->thx, llx, k, st->trace, GHF_EM_MAX_ITER, "max_iter: iteration limit reached before convergence");
+        return EM_DONE;
+    }
+    /* the extrapolated point becomes the current iterate, and EM steps from it */
+    ghf_params_copy(&st->prev, &st->cur);
+    ghf_params_copy(&st->cur, &L->thx);
+    const em_next nx = ghf__em_mstep_from_cur(L, r, llx);
+    if (nx != EM_GO_ON) return nx;
+    ghf_params_copy(&st->prev, &st->cur);
+    ghf_params_copy(&st->cur, &L->nx);
+    st->iter = k + 1;
+    return EM_GO_ON;
+}

@@ -1,0 +1,40 @@
+/* mstep.h - the M-step: closed-form mu, gamma, Sigma from the summed
+ * statistics, then the subordinator (NIG closed form; GH through the GIG
+ * solver), then the |Sigma| = 1 gauge. */
+#ifndef GHF_MSTEP_H
+#define GHF_MSTEP_H
+
+#include <stddef.h>
+#include "model.h"
+
+typedef enum {
+    GHF_MSTEP_OK = 0,
+    GHF_MSTEP_BOUNDARY = 1, /* the update runs into the edge of the parameter space */
+    GHF_MSTEP_FAILED = 2,   /* a numerical failure (non-finite statistics, ...) */
+    GHF_MSTEP_GAUSS = 3     /* the Gaussian limit: the statistics say the mixing variable is a
+                               constant to rounding (E[Y]E[1/Y] -> 1); the EM driver decides */
+} ghf_mstep_status;
+
+typedef struct ghf_mstep_opts {
+    double p_max;   /* |p| bound of a free p (0: the family's) */
+    int n_kept;     /* out: M-steps whose GIG solve did not improve on the current (p, a, b),
+                       which were kept (a generalised EM step: the likelihood still rises) */
+} ghf_mstep_opts;
+
+/* stats: globally summed statistics (kernels/estep.h layout); cur: current
+ * parameters (warm start); next: output (allocated, same d).  On a status
+ * other than OK, next holds finite values but should not be used; why
+ * explains.
+ *
+ * The expected complete-data log-likelihood separates into a normal part
+ * (mu, gamma, Sigma; maximised in closed form) and a subordinator part
+ * (p, a, b; the GIG problem).  The subordinator update is kept only if it
+ * does not lower its part (judged on the GIG Bregman objective, with a
+ * rounding margin); otherwise the current (p, a, b) is kept.  Either way the
+ * step is a generalised EM step, so the likelihood never falls and a GIG
+ * solve that does not converge never aborts a fit. */
+ghf_mstep_status ghf_mstep(const ghf_model *m, ghf_mstep_opts *o, const double *stats, const ghf_params *cur,
+                           ghf_params *next, char *why, size_t whylen);
+
+
+#endif

@@ -1,0 +1,61 @@
+/* model.h - the parameters of a normal variance-mean mixture and the
+ * host-side quantities derived from them (every family: family/family.h). */
+#ifndef GHF_MODEL_H
+#define GHF_MODEL_H
+
+#include <stdint.h>
+#include "estep.h"
+#include "family.h"
+
+/* X | Y=y ~ N(mu + gamma y, y Sigma), Y ~ GIG(p, a, b) (ghfit's convention:
+ * density of Y proportional to y^(p-1) exp(-(a y + b/y)/2)).  NIG is p = -1/2. */
+typedef struct ghf_params {
+    int d;
+    double *mu;    /* [d] */
+    double *gamma; /* [d] */
+    double *sigma; /* [d*d], row-major, symmetric positive definite */
+    double p, a, b;
+} ghf_params;
+
+int  ghf_params_alloc(ghf_params *t, int d);
+void ghf_params_free(ghf_params *t);
+void ghf_params_copy(ghf_params *dst, const ghf_params *src); /* same d */
+/* 1 if every entry is finite */
+int  ghf_params_finite(const ghf_params *t);
+
+/* Lower Cholesky factor L of a symmetric positive definite d x d matrix S
+ * (row-major; the lower triangle of S is read).  Returns 0, or -1 if S is not
+ * positive definite. */
+int  ghf_cholesky(int d, const double *S, double *L);
+
+/* Quantities derived from the parameters for one E-step. */
+typedef struct ghf_derived {
+    int d;
+    double *L;    /* [d*d] lower Cholesky factor of Sigma */
+    double *Linv; /* [d*d] its inverse (lower) */
+    double *w;    /* [d]   L^-1 gamma */
+    double logdet; /* log|Sigma| */
+    ghf_estep_consts c;
+} ghf_derived;
+
+int  ghf_derived_alloc(ghf_derived *g, int d);
+void ghf_derived_free(ghf_derived *g);
+/* 0 on success; -1 if Sigma is not positive definite or a constant is not finite. */
+int  ghf_derive(const ghf_params *t, ghf_derived *g);
+
+/* 1 for the Gaussian (no mixing variable: p, a and b are NaN, Sigma is the covariance). */
+int  ghf_params_gaussian(const ghf_params *t);
+
+/* Moments of the fitted law: E X = mu + gamma E[Y], Cov X = E[Y] Sigma + Var[Y] gamma gamma^T.
+ * Returns 0, or -1 with NaN in what does not exist (heavy tails: a Student
+ * t with nu <= 2, ...) and the reason in why (may be NULL). */
+int  ghf_params_moments(const ghf_params *t, double *mean, double *cov, char *why, size_t whylen);
+
+/* Move along the scale orbit (mu, s Sigma, s gamma, p, s a, b / s) so that |Sigma| = 1.
+ * The law of X does not change. */
+void ghf_params_normalize(ghf_params *t, double logdet_sigma);
+
+/* log-density of one point (slow path; tests and tools) */
+double ghf_logpdf(const ghf_params *t, const double *x);
+
+#endif

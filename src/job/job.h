@@ -1,0 +1,136 @@
+/* job.h - `ghfit run` job files: the YAML job description (parsed with
+ * libyaml), command-line overrides, the effective configuration text, and
+ * the expansion of the sweep axes into a list of named fits.
+ *
+ * Reference of every key: docs/job-files.md. */
+#ifndef GHF_JOB_H
+#define GHF_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "model.h"
+
+#define GHF_JOB_MAX_AXIS 64          /* values per sweep axis */
+#define GHF_JOB_DEFAULT_ROWS_PER_RANK 200000
+#define GHF_JOB_DEFAULT_CKPT_EVERY 50
+#define GHF_JOB_MAX_BYTES (1 << 20)  /* a job file is at most 1 MiB */
+#define GHF_JOB_MAX_DEPTH 16         /* lists and mappings nested at most this deep */
+
+/* One value of the p axis: free (estimated) or held fixed. */
+typedef struct ghf_job_p {
+    int fixed;
+    double value;
+} ghf_job_p;
+
+typedef struct ghf_job {
+    char *source;     /* job file name, for messages */
+    char *name;       /* optional job name */
+    /* data */
+    char *data_file, *dataset;
+    int64_t rows_start, rows_len; /* optional window of the data set (rows_len < 0: to the end) */
+    int drop_nonfinite;
+    /* output */
+    char *out;
+    /* sweep axes */
+    int n_family; ghf_family family[GHF_N_FAMILIES];
+    int n_sym;    int sym[2];          /* symmetric: false (0) and/or true (1) */
+    int n_p;      ghf_job_p p[GHF_JOB_MAX_AXIS];
+    int n_tol;    double tol[GHF_JOB_MAX_AXIS];
+    int n_seed;   int64_t seed[GHF_JOB_MAX_AXIS];
+    /* rolling windows (relative to the data window) */
+    int has_windows;
+    int64_t win_start, win_len, win_step, win_count; /* win_count < 0: as many as fit */
+    int warm_start;
+    /* fit settings */
+    int max_iter, starts;
+    int accel;        /* 1 squarem (default), 0 none */
+    char *backend;
+    int quiet, log_iterations;
+    int log_time;     /* iteration lines with a UTC time stamp */
+    int64_t rows_per_rank;
+    /* checkpointing */
+    char *checkpoint;
+    int checkpoint_every;
+    int resume;
+    /* array slice K/N: the K-th of N blocks of the fits, dealt like the
+     * groups of one run with N groups (ghf_job_assign_groups) */
+    int slice_k, slice_n;
+    /* `ghfit fit`: a job of one fit, named fit_name (NULL for job files) */
+    char *fit_name;
+} ghf_job;
+
+void ghf_job_defaults(ghf_job *j);
+void ghf_job_free(ghf_job *j);
+
+/* Parse job text (YAML).  `source` names the file in messages.  Returns 0, or
+ * 2 with ONE line "source:LINE: message" in err (unknown keys, malformed
+ * values, YAML syntax errors, more than GHF_JOB_MAX_BYTES bytes, nesting
+ * deeper than GHF_JOB_MAX_DEPTH). */
+int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, char *err, size_t errlen);
+
+/* Collective over comm: rank 0 reads the job file at path (a regular file
+ * of at most GHF_JOB_MAX_BYTES bytes) and every rank parses it.  0, or an
+ * exit status with one message naming the file. */
+int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, size_t errlen);
+
+/* Checks that need every key and override applied (required keys, ranges).
+ * Returns 0 or 2 with a message. */
+int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
+
+/* The effective configuration as YAML text that ghf_job_parse accepts again
+ * (malloc'd). */
+char *ghf_job_config_text(const ghf_job *j);
+
+/* 64-bit FNV-1a hash of everything that determines the fits' results
+ * (not: out, quiet, checkpoint settings). */
+uint64_t ghf_job_hash(const ghf_job *j);
+uint64_t ghf_hash_bytes(uint64_t h, const void *p, size_t n);
+#define GHF_HASH_INIT 0xcbf29ce484222325ULL
+
+/* One fit of the expanded sweep. */
+typedef struct ghf_fit_spec {
+    int index;        /* position in the full (unsliced) list */
+    char name[64];
+    ghf_family family;
+    int symmetric;
+    int fix_p;
+    double p;
+    double tol;
+    int64_t seed;
+    int chain;        /* fits that share family, p, tol and seed */
+    int window;       /* window index, -1 without windows */
+    int64_t row_start, row_len; /* rows of the data set (absolute), row_len < 0: to the end */
+} ghf_fit_spec;
+
+/* Expand the axes (order: family, symmetric, p, tol, seed, window: windows
+ * innermost) for a data set of n_rows rows, keeping only this job's slice.
+ * p applies to the families whose p is free (gh, vg, t), each fixed value
+ * where the family allows it.  *specs is malloc'd.  Returns 0 or 2 with a
+ * message (window outside the data, a fixed p a family refuses, no fit, fit
+ * names that collide or are too long). */
+int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *n_specs,
+                   int *n_total, char *err, size_t errlen);
+
+/* The labels of an axis's values in fit names (fit names look like
+ * gh_pfree_tol1e-08_s1_w000012): "%g", except for values that print alike
+ * with %g, which get the fewest more significant digits (up to 17) that tell
+ * them apart (tol 1e-08 and 1.0000001e-08: "1e-08" and "1.0000001e-08").
+ * ghf_job_expand refuses a job whose names would still collide or be longer
+ * than 63 characters (exit 2). */
+#define GHF_JOB_LABEL_LEN 32
+void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN]);
+
+/* The group (0..G-1) of each of n fits in expansion order: per chain a
+ * contiguous block of its windows when every chain has at least G fits,
+ * else round robin over the list.  A run's ranks form G groups dealt this
+ * way; an array slice K/N keeps the fits of group K of N, so that an array
+ * of N tasks fits exactly what one run with N groups fits. */
+void ghf_job_assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of);
+
+/* Parse "K/N" (0 <= K < N). 0 on success. */
+int ghf_parse_slice(const char *s, int *k, int *n);
+
+#endif

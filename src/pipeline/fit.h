@@ -1,0 +1,93 @@
+/* fit.h - what `ghfit fit` and `ghfit run` share: preparing a loaded shard
+ * (global moments, centring), turning an EM result into an output record,
+ * and the per-phase profile across ranks. */
+#ifndef GHF_FIT_H
+#define GHF_FIT_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "em.h"
+#include "h5io.h"
+
+/* A shard ready for EM: centred by a robust location (the column medians of
+ * a sample of rows chosen by global row index, so the same on every rank
+ * count), with the global moments EM starts from. */
+typedef struct ghf_data {
+    int64_t n_global;
+    int d;
+    int64_t nrows;
+    double *x;     /* [nrows*d] centred rows (owned by the shard it came from) */
+    double *shift; /* [d] the location that was subtracted (data coordinates, after scaling) */
+    double *mean;  /* [d] the global column means of the centred rows */
+    double *cov;   /* [d*d] the global (biased) covariance */
+    double *rmean, *rcov; /* [d], [d*d] the moments of the rows that are not gross
+                             outliers (robust z-score > GHF_OUTLIER_Z in some column),
+                             NULL when there are none */
+    int64_t n_outliers;   /* rows left out of rmean, rcov */
+    double ll_gauss;      /* log-likelihood of N(mean, cov) in internal coordinates
+                             (the Gaussian limit of every family); NaN if cov is singular */
+    int scale_log2; /* the rows were multiplied by 2^scale_log2 before centring
+                       (0 unless the data are near the limits of double) */
+} ghf_data;
+
+/* robust z-score |x - median| / (1.4826 MAD) beyond which a row is an outlier
+ * for the robust start */
+#define GHF_OUTLIER_Z 10.0
+
+/* The moments and the Gaussian limit of g for EM's starts (sets the data_*
+ * fields of o). */
+void ghf_data_em_opts(const ghf_data *g, ghf_em_opts *o);
+
+/* Parameters between data coordinates and the internal (scaled, centred)
+ * coordinates EM works in.  to_data also returns to the |Sigma| = 1 gauge. */
+void ghf_data_params_to_internal(const ghf_data *g, const ghf_params *in, ghf_params *out);
+void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params *out);
+
+/* Collective.  Centres s->x in place.  Returns 0, or 2 with a message if the
+ * data are unusable (fewer than d + 1 rows, a constant column, ...). */
+int  ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen);
+void ghf_data_free(ghf_data *g);
+/* 1 if |x_j| <= zlim_j for every column (not an outlier) */
+int ghf__row_kept(const double *x, const double *zlim, int d);
+
+/* Profile phases, in output order. */
+enum { GHF_PH_READ, GHF_PH_INIT, GHF_PH_ESTEP, GHF_PH_ALLREDUCE, GHF_PH_MSTEP, GHF_PH_WRITE, GHF_PH_TOTAL, GHF_NPHASES };
+extern const char *const ghf_phase_names[GHF_NPHASES];
+
+/* A finished fit, ready to be written by rank 0. */
+typedef struct ghf_fit_out {
+    char name[128];
+    ghf_family family;
+    int symmetric;     /* gamma held at 0 */
+    int fix_p;         /* p held at p_fixed (families whose p is free) */
+    double p_fixed;
+    int64_t n_obs;
+    int d;
+    ghf_em_result em;  /* parameters in internal coordinates; loglik and trace
+                          in data coordinates after ghf_fit_out_finish */
+    ghf_params outp;   /* the fitted parameters in data coordinates */
+    double *mu;        /* [d] outp.mu */
+    double *mean;      /* [d] E X in data coordinates */
+    double *cov;       /* [d*d] Cov X */
+    int moments_ok;
+    char moments_note[256]; /* why (some) moments are NaN */
+    double aic, bic;
+    double phases[GHF_NPHASES];   /* this rank */
+    double *all_phases;           /* rank 0: [n_ranks][GHF_NPHASES] */
+    int n_ranks;
+    int64_t n_dropped;
+} ghf_fit_out;
+
+/* Fill the derived fields of out from out->em and the data's shift (every rank). */
+int  ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data);
+/* Collective: gather every rank's phases to rank 0 (out->all_phases). */
+int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
+/* A record pointing into out (valid while out lives). */
+void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec);
+void ghf_fit_out_free(ghf_fit_out *out);
+
+/* rank 0: print a finished fit: its law and the profile table */
+void ghf_fit_record_print(const ghf_fit_record *r, int verbose_params);
+
+#endif

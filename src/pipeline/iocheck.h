@@ -1,0 +1,30 @@
+/* iocheck.h - what `ghfit fit`, `run` and `generate` check on rank 0 before
+ * they start: the inputs first (the data set, its shape, the row window),
+ * then the outputs (writable, distinct from every input and from each
+ * other, only ghfit's own files replaced), then the output locks. */
+#ifndef GHF_IOCHECK_H
+#define GHF_IOCHECK_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ghf_io_plan {
+    const char *data, *dataset;  /* the input matrix (NULL: none, e.g. generate) */
+    int64_t win_start, win_len;  /* fit: the row window (win_len < 0: to the end) */
+    int fit_shape;               /* 1: the window must be fittable on n_ranks ranks */
+    int n_ranks;
+    const char *job_file;        /* run: the job file (an input) or NULL */
+    const char *out;             /* the output file */
+    int out_kind;                /* ghf_path_kind of out (GHF_PATH_RESULT or GHF_PATH_MATRIX) */
+    const char *out_dataset;     /* GHF_PATH_MATRIX: the dataset generate writes */
+    const char *checkpoint;      /* or NULL */
+} ghf_io_plan;
+
+/* Collective over comm; rank 0 checks, every rank gets the status and the
+ * message.  On success *n_rows and *d (when the plan has data; may be NULL)
+ * hold the data set's shape on every rank, and rank 0 holds a lock on the
+ * output and the checkpoint until the process ends.  0, 1 or 2. */
+int ghf_io_check(MPI_Comm comm, const ghf_io_plan *p, int64_t *n_rows, int *d, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,130 @@
+/* record.c - see record.h */
+#include "record.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fit.h"
+
+/* ---------------------------------------------------------------------------
+ * Records
+ * ------------------------------------------------------------------------- */
+
+#define REC_MAGIC 0x6768667265633032LL /* "ghfrec02": with the data identity */
+
+void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
+{
+    const int64_t d = r->d;
+    ghf_pack_i64(b, REC_MAGIC);
+    ghf_pack_i64(b, index);
+    ghf_pack_str(b, r->name);
+    ghf_pack_str(b, r->family);
+    ghf_pack_i64(b, r->n_obs);
+    ghf_pack_i64(b, d);
+    ghf_pack_i64(b, r->n_iter);
+    ghf_pack_i64(b, r->converged);
+    ghf_pack_str(b, r->status);
+    ghf_pack_f64(b, r->loglik);
+    ghf_pack_f64(b, r->aic);
+    ghf_pack_f64(b, r->bic);
+    ghf_pack_f64(b, r->elapsed_s);
+    ghf_pack_f64s(b, r->loglik_trace, r->n_trace);
+    ghf_pack_f64s(b, r->mu, d);
+    ghf_pack_f64s(b, r->gamma, d);
+    ghf_pack_f64s(b, r->sigma, d * d);
+    ghf_pack_f64(b, r->p);
+    ghf_pack_f64(b, r->a);
+    ghf_pack_f64(b, r->b);
+    ghf_pack_f64s(b, r->mean, d);
+    ghf_pack_f64s(b, r->cov, d * d);
+    ghf_pack_i64(b, r->n_phases);
+    ghf_pack_i64(b, r->n_ranks);
+    ghf_pack_f64s(b, r->phase_s, r->phase_s ? (int64_t)r->n_ranks * r->n_phases : 0);
+    ghf_pack_str(b, r->backend);
+    ghf_pack_i64(b, r->n_dropped);
+    ghf_pack_i64(b, r->symmetric);
+    ghf_pack_f64(b, r->p_fixed);
+    ghf_pack_str(b, r->moments_note);
+    ghf_pack_str(b, r->data_file);
+    ghf_pack_str(b, r->dataset);
+    ghf_pack_i64(b, r->row_start);
+    ghf_pack_i64(b, r->row_count);
+}
+
+void ghf_rec_free(ghf_rec *rec)
+{
+    free(rec->name);
+    free(rec->family);
+    free(rec->status);
+    free(rec->backend);
+    free(rec->moments_note);
+    free(rec->data_file);
+    free(rec->dataset);
+    free(rec->trace);
+    free(rec->mu);
+    free(rec->gamma);
+    free(rec->sigma);
+    free(rec->mean);
+    free(rec->cov);
+    free(rec->phase_s);
+    memset(rec, 0, sizeof *rec);
+}
+
+int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    if (ghf_unpack_i64(u) != REC_MAGIC) {
+        u->bad = 1;
+        return -1;
+    }
+    ghf_fit_record *r = &rec->r;
+    rec->index = ghf_unpack_i64(u);
+    r->name = rec->name = ghf_unpack_str(u);
+    r->family = rec->family = ghf_unpack_str(u);
+    r->n_obs = ghf_unpack_i64(u);
+    const int64_t d = ghf_unpack_i64(u);
+    r->d = (int)d;
+    r->n_iter = (int)ghf_unpack_i64(u);
+    r->converged = (int)ghf_unpack_i64(u);
+    r->status = rec->status = ghf_unpack_str(u);
+    r->loglik = ghf_unpack_f64(u);
+    r->aic = ghf_unpack_f64(u);
+    r->bic = ghf_unpack_f64(u);
+    r->elapsed_s = ghf_unpack_f64(u);
+    int64_t n, nmu, ng, ns;
+    r->loglik_trace = rec->trace = ghf_unpack_f64s(u, &n);
+    r->n_trace = (int)n;
+    r->mu = rec->mu = ghf_unpack_f64s(u, &nmu);
+    r->gamma = rec->gamma = ghf_unpack_f64s(u, &ng);
+    r->sigma = rec->sigma = ghf_unpack_f64s(u, &ns);
+    r->p = ghf_unpack_f64(u);
+    r->a = ghf_unpack_f64(u);
+    r->b = ghf_unpack_f64(u);
+    int64_t nm, nc;
+    r->mean = rec->mean = ghf_unpack_f64s(u, &nm);
+    r->cov = rec->cov = ghf_unpack_f64s(u, &nc);
+    r->n_phases = (int)ghf_unpack_i64(u);
+    r->n_ranks = (int)ghf_unpack_i64(u);
+    int64_t nph;
+    r->phase_s = rec->phase_s = ghf_unpack_f64s(u, &nph);
+    r->phase_names = ghf_phase_names;
+    r->backend = rec->backend = ghf_unpack_str(u);
+    r->n_dropped = ghf_unpack_i64(u);
+    r->symmetric = (int)ghf_unpack_i64(u);
+    r->p_fixed = ghf_unpack_f64(u);
+    r->moments_note = rec->moments_note = ghf_unpack_str(u);
+    r->data_file = rec->data_file = ghf_unpack_str(u);
+    r->dataset = rec->dataset = ghf_unpack_str(u);
+    r->row_start = ghf_unpack_i64(u);
+    r->row_count = ghf_unpack_i64(u);
+    if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
+        r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||
+        !r->family || !r->status) {
+        ghf_rec_free(rec);
+        u->bad = 1;
+        return -1;
+    }
+    return 0;
+}
+

@@ -1,0 +1,26 @@
+/* record.h - owned copies of fit records (ghf_fit_record only points into
+ * memory) and their serialisation, for the messages of `ghfit run` and the
+ * checkpoint log. */
+#ifndef GHF_RECORD_H
+#define GHF_RECORD_H
+
+#include <stdint.h>
+
+#include "h5io.h"
+#include "pack.h"
+
+/* ---- owned fit records ---- */
+
+typedef struct ghf_rec {
+    int64_t index;      /* the fit's index in the job */
+    ghf_fit_record r;   /* every pointer points into this struct's own allocations */
+    char *name, *family, *status, *backend, *moments_note, *data_file, *dataset;
+    double *trace, *mu, *gamma, *sigma, *mean, *cov, *phase_s;
+} ghf_rec;
+
+void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r);
+/* 0, or -1 if the bytes are not a record */
+int  ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec);
+void ghf_rec_free(ghf_rec *rec);
+
+#endif

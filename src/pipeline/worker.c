@@ -1,0 +1,579 @@
+/* worker.c - a group of ranks of `ghfit fit` / `ghfit run`: its share of
+ * the fits, one after another on its shards (read once per row range), with
+ * warm starts along a chain of windows, checkpoint states and finished
+ * records sent to the collector on rank 0 (see internal/pipe.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agree.h"
+#include "backend.h"
+#include "em.h"
+#include "fit.h"
+#include "ghf_version.h"
+#include "h5io.h"
+#include "pipe.h"
+#include "record.h"
+#include "util.h"
+#include "xreduce.h"
+
+/* The rows a group has loaded: one prepared window (+ its backend), and for
+ * one-rank groups a span of rows read once that covers all its windows. */
+typedef struct data_cache {
+    int have;
+    int64_t start, len;
+    ghf_shard shard;
+    ghf_data data;
+    ghf_backend *be;
+    int have_span;
+    ghf_shard span;
+    int64_t span_start, span_len;
+    double t_load;
+} data_cache;
+
+/* Warm start: the previous fit's parameters in data coordinates. */
+typedef struct warm {
+    int valid;
+    int chain;
+    ghf_params t; /* mu in data coordinates */
+} warm;
+
+/* For each of the group's fits, where a resumed checkpoint has it: done_k[q]
+ * (its record) and run_k[q] (its state), -1 where it has not.  Sorting keeps
+ * this O(n log n): a resume of 100,000 finished fits is instant. */
+typedef struct idx_pos {
+    int64_t index;
+    int k;
+} idx_pos;
+
+/* Deliver bytes [group | payload] to the collector (rank 0 keeps them). */
+static void send_to_rank0(group_ctx *g, int tag, ghf_pack *b)
+{
+    MPI_Request req;
+    ghf_live_mpi(g->live, MPI_Isend(b->p, (int)b->n, MPI_BYTE, 0, tag, g->pcomm, &req), "a message to rank 0");
+    ghf_live_expect(g->live, 0, 1);
+    ghf_live_wait(g->live, &req, 0);
+    ghf_live_expect(g->live, 0, 0);
+}
+
+/* A group's ranks between two steps: rank 0 collects; the others take rank
+ * 0's heartbeats, and the leaders send theirs. */
+static void group_tick(group_ctx *g)
+{
+    if (g->wrank == 0) {
+        coll_poll(g->coll);
+        return;
+    }
+    ghf_live_drain(g->live, 0);
+    if (g->grank == 0) ghf_live_beat(g->live, 0);
+}
+
+static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
+{
+    ghf_ckpt_run r;
+    memset(&r, 0, sizeof r);
+    if (ghf_ckpt_run_set(&r, g->cur->index, g->cur->name, st) != 0) {
+        ghf_ckpt_run_clear(&r);
+        return;
+    }
+    snprintf(r.family, sizeof r.family, "%s", ghf_family_name(g->cur->family));
+    if (g->wrank == 0) {
+        coll_set_state(g->coll, g->group, &r, stopping);
+        return;
+    }
+    ghf_pack b = {0};
+    const int np = ghf_ckpt_param_len(r.d);
+    ghf_pack_i64(&b, g->group);
+    ghf_pack_i64(&b, stopping);
+    ghf_pack_i64(&b, r.index);
+    ghf_pack_str(&b, r.name);
+    ghf_pack_str(&b, r.family);
+    ghf_pack_i64(&b, r.d);
+    ghf_pack_i64(&b, r.iter);
+    ghf_pack_f64s(&b, r.cur, np);
+    ghf_pack_f64s(&b, r.prev, np);
+    ghf_pack_f64s(&b, r.trace, r.iter);
+    if (!b.oom) send_to_rank0(g, TAG_STATE, &b);
+    ghf_pack_free(&b);
+    ghf_ckpt_run_clear(&r);
+}
+
+static int group_on_state(void *ctx, const ghf_em_state *st, int stopping)
+{
+    group_ctx *g = ctx;
+    g->last_iter = st->iter;
+    if (!stopping && g->iter_sleep_ms > 0) ghf_sleep_ms(g->iter_sleep_ms);
+    group_tick(g);
+    if (g->grank != 0 || !g->job->checkpoint) return 0;
+    if (g->base_iter < 0) g->base_iter = st->iter;
+    if (!stopping && st->iter - g->base_iter < g->job->checkpoint_every) return 0;
+    g->base_iter = st->iter;
+    deliver_state(g, st, stopping);
+    return 0;
+}
+
+static void deliver_record(group_ctx *g, int64_t index, const ghf_fit_record *rec)
+{
+    ghf_pack b = {0};
+    if (g->wrank != 0) ghf_pack_i64(&b, g->group);
+    ghf_rec_pack(&b, index, rec);
+    if (b.oom) {
+        ghf_pack_free(&b);
+        return;
+    }
+    if (g->wrank == 0) {
+        coll_add_record(g->coll, g->group, b.p, b.n); /* takes the bytes */
+        return;
+    }
+    send_to_rank0(g, TAG_REC, &b);
+    ghf_pack_free(&b);
+}
+
+/* A fit that failed on its data (a window with a constant column, too few
+ * rows, non-finite values; a warm start the window cannot use): recorded
+ * with status "failed: <why>" and NaN parameters and log-likelihood, so that
+ * the other fits go on.  Group leader only. */
+static void deliver_failed(group_ctx *g, const ghf_fit_spec *s, const char *why, double seconds)
+{
+    const int d = g->d;
+    const size_t nv = (size_t)d * (size_t)(d + 2), np = (size_t)g->gsize * GHF_NPHASES;
+    double *nan = malloc(nv * sizeof(double)), *ph = calloc(np, sizeof(double));
+    char status[1200];
+    snprintf(status, sizeof status, "failed: %s", why);
+    if (!nan || !ph) { /* the collector then reports the fit as missing */
+        free(nan);
+        free(ph);
+        return;
+    }
+    for (size_t i = 0; i < nv; i++) nan[i] = NAN;
+    for (int k = 0; k < g->gsize; k++) ph[(size_t)k * GHF_NPHASES + GHF_PH_TOTAL] = seconds; /* leader's time */
+    ghf_fit_record r;
+    memset(&r, 0, sizeof r);
+    r.name = s->name;
+    r.family = ghf_family_name(s->family);
+    r.n_obs = s->row_len;
+    r.d = d;
+    r.status = status;
+    r.loglik = r.aic = r.bic = NAN;
+    r.elapsed_s = seconds;
+    r.mu = nan;
+    r.gamma = nan + d;
+    r.sigma = nan + 2 * d;
+    r.p = r.a = r.b = NAN;
+    r.n_phases = GHF_NPHASES;
+    r.phase_names = ghf_phase_names;
+    r.n_ranks = g->gsize;
+    r.phase_s = ph;
+    r.backend = g->job->backend;
+    r.data_file = g->job->data_file;
+    r.dataset = g->job->dataset;
+    r.row_start = s->row_start;
+    r.row_count = s->row_len;
+    deliver_record(g, s->index, &r);
+    free(nan);
+    free(ph);
+}
+
+void deliver_done(group_ctx *g, int status, const char *msg)
+{
+    if (g->wrank == 0) {
+        collector *c = g->coll;
+        c->group_status[g->group] = status;
+        c->group_msg[g->group] = strdup(msg ? msg : "");
+        c->n_groups_done++;
+        return;
+    }
+    ghf_pack b = {0};
+    ghf_pack_i64(&b, g->group);
+    ghf_pack_i64(&b, status);
+    ghf_pack_str(&b, msg ? msg : "");
+    send_to_rank0(g, TAG_DONE, &b);
+    ghf_pack_free(&b);
+}
+
+static void cache_drop_window(data_cache *dc)
+{
+    if (!dc->have) return;
+    if (dc->be) dc->be->destroy(dc->be);
+    dc->be = NULL;
+    ghf_data_free(&dc->data);
+    ghf_shard_free(&dc->shard);
+    dc->have = 0;
+}
+
+static void cache_free(data_cache *dc)
+{
+    cache_drop_window(dc);
+    if (dc->have_span) ghf_shard_free(&dc->span);
+    dc->have_span = 0;
+}
+
+/* Load rows [start, start+len) on the group.  Collective over gcomm.
+ * Returns 0 or a status with a message; *data_bad = 1 when the rows
+ * themselves are the cause (reading or preparing them gave status 2). */
+static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const char *what, int *data_bad, char *err,
+                      size_t errlen)
+{
+    const ghf_job *j = g->job;
+    const int64_t len = s->row_len;
+    if (dc->have && dc->start == s->row_start && dc->len == len) {
+        dc->t_load = 0.0;
+        return 0;
+    }
+    const double t0 = MPI_Wtime();
+    cache_drop_window(dc);
+    int st;
+    if (dc->have_span && s->row_start >= dc->span_start && s->row_start + len <= dc->span_start + dc->span_len) {
+        ghf_shard *sh = &dc->shard;
+        memset(sh, 0, sizeof *sh);
+        const int d = dc->span.d;
+        sh->x = malloc((size_t)len * (size_t)d * sizeof(double));
+        if (!sh->x) {
+            snprintf(err, errlen, "out of memory (%lld x %d window)", (long long)len, d);
+            return 1;
+        }
+        memcpy(sh->x, dc->span.x + (size_t)(s->row_start - dc->span_start) * (size_t)d,
+               (size_t)len * (size_t)d * sizeof(double));
+        sh->n_global = len;
+        sh->d = d;
+        sh->row0 = 0;
+        sh->nrows = len;
+        sh->file_dtype_bits = dc->span.file_dtype_bits;
+    } else {
+        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite, GHF_ROW_BLOCK};
+        st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
+        *data_bad = st == GHF_EXIT_USAGE;
+        if (st && *data_bad && g->mode == GHF_PIPE_RUN) { /* name the window the rows belong to */
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "rows %lld..%lld: %s", (long long)s->row_start, (long long)(s->row_start + len - 1),
+                     err);
+            snprintf(err, errlen, "%s", tmp);
+        }
+        if (st) return st;
+    }
+    st = ghf_data_prepare(g->gcomm, &dc->shard, what, &dc->data, err, errlen);
+    if (st) {
+        *data_bad = st == GHF_EXIT_USAGE;
+        ghf_shard_free(&dc->shard);
+        return st;
+    }
+    dc->be = ghf_backend_create(g->gcomm, j->backend, dc->data.x, dc->data.nrows, dc->data.d, &st, err, errlen);
+    if (!dc->be) {
+        ghf_data_free(&dc->data);
+        ghf_shard_free(&dc->shard);
+        return st ? st : 1;
+    }
+    dc->have = 1;
+    dc->start = s->row_start;
+    dc->len = len;
+    dc->t_load = MPI_Wtime() - t0;
+    return 0;
+}
+
+static void warm_set(warm *w, int chain, const double *mu_data, const ghf_params *t, int usable)
+{
+    w->valid = 0;
+    if (!usable) return;
+    const int d = t->d;
+    if (w->t.d != d) {
+        ghf_params_free(&w->t);
+        if (ghf_params_alloc(&w->t, d)) return;
+    }
+    ghf_params_copy(&w->t, t);
+    memcpy(w->t.mu, mu_data, (size_t)d * sizeof(double));
+    w->chain = chain;
+    w->valid = ghf_params_finite(&w->t);
+}
+
+static int cmp_idx(const void *a, const void *b)
+{
+    const int64_t x = ((const idx_pos *)a)->index, y = ((const idx_pos *)b)->index;
+    return (x > y) - (x < y);
+}
+
+static int find_idx(const idx_pos *v, int n, int64_t index)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (v[mid].index == index) return v[mid].k;
+        if (v[mid].index < index) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static int resume_lookup(const ghf_ckpt *resume, const ghf_fit_spec *specs, const int *mine, int n_mine, int *done_k,
+                         int *run_k)
+{
+    for (int q = 0; q < n_mine; q++) done_k[q] = run_k[q] = -1;
+    if (!resume) return 0;
+    idx_pos *v = malloc((size_t)(resume->n_done + 1) * sizeof *v);
+    if (!v) return -1;
+    for (int k = 0; k < resume->n_done; k++) v[k] = (idx_pos){resume->done_index[k], k};
+    qsort(v, (size_t)resume->n_done, sizeof *v, cmp_idx);
+    for (int q = 0; q < n_mine; q++) {
+        const int64_t index = specs[mine[q]].index;
+        done_k[q] = find_idx(v, resume->n_done, index);
+        for (int k = 0; k < resume->n_run && run_k[q] < 0; k++)
+            if (resume->run[k].index == index) run_k[q] = k;
+    }
+    free(v);
+    return 0;
+}
+
+/* One-rank groups read every row their unfinished fits need at once. */
+static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs, const int *mine, int n_mine,
+                         const int *done_k)
+{
+    const ghf_job *j = g->job;
+    if (g->gsize != 1 || j->drop_nonfinite || n_mine == 0) return;
+    int64_t lo = INT64_MAX, hi = 0;
+    int need = 0;
+    for (int q = 0; q < n_mine; q++) {
+        const ghf_fit_spec *s = &specs[mine[q]];
+        if (done_k[q] >= 0) continue;
+        need = 1;
+        if (s->row_start < lo) lo = s->row_start;
+        if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
+    }
+    int64_t n0;
+    int d0;
+    char e2[512];
+    if (!need || ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) != 0 ||
+        (double)(hi - lo) * d0 * 8.0 >= 2.0e9)
+        return;
+    ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0, 0};
+    if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc->span, e2, sizeof e2) == 0) { /* else: window by window */
+        dc->have_span = 1;
+        dc->span_start = lo;
+        dc->span_len = hi - lo;
+    }
+}
+
+/* A fit that failed on its data: recorded (group leader), the next window
+ * starts cold. */
+static void fit_failed(group_ctx *g, const ghf_fit_spec *s, char *msg, double t0, warm *w)
+{
+    if (g->grank == 0) deliver_failed(g, s, msg, MPI_Wtime() - t0);
+    msg[0] = '\0';
+    w->valid = 0;
+    group_tick(g);
+}
+
+/* The EM options of a spec (the caller sets init/resume). */
+static void spec_em_opts(group_ctx *g, const ghf_fit_spec *s, const ghf_data *data, char *label, size_t lablen,
+                         ghf_em_opts *eo)
+{
+    const ghf_job *j = g->job;
+    ghf_em_opts_defaults(eo);
+    eo->family = s->family;
+    eo->symmetric = s->symmetric;
+    eo->max_iter = j->max_iter;
+    eo->tol = s->tol;
+    eo->seed = (uint64_t)s->seed;
+    eo->n_starts = j->starts;
+    eo->accel = j->accel;
+    eo->log_time = j->log_time;
+    if (g->mode == GHF_PIPE_FIT) {
+        eo->quiet = j->quiet;
+    } else {
+        eo->quiet = !j->log_iterations;
+        snprintf(label, lablen, "%s: ", s->name);
+        eo->label = label;
+    }
+    ghf_data_em_opts(data, eo);
+    eo->stop_flag = g->stop;
+    if (s->fix_p) {
+        eo->fix_p = 1;
+        eo->p_fixed = s->p;
+    }
+    eo->on_state = group_on_state;
+    eo->on_state_ctx = g;
+}
+
+/* The outcome of one fit: done (record delivered), failed on its data
+ * (recorded, the sweep goes on), stopped, or an error of the group. */
+enum { FIT_DONE, FIT_FAILED, FIT_STOPPED, FIT_ERROR };
+
+/* Fits one spec on the group's loaded rows (dc).  Collective over the
+ * group.  *status holds GROUP_ERROR + exit status for FIT_ERROR. */
+static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const ghf_ckpt_run *rs, warm *w,
+                   double t0, const char *what, int *status, char *msg, size_t msglen)
+{
+    const ghf_job *j = g->job;
+    const int fit_mode = g->mode == GHF_PIPE_FIT;
+    const ghf_data *data = &dc->data;
+    ghf_em_opts eo;
+    char label[80];
+    spec_em_opts(g, s, data, label, sizeof label, &eo);
+    g->cur = s;
+    g->base_iter = -1;
+    if (fit_mode && g->wrank == 0 && !j->quiet) {
+        int size;
+        MPI_Comm_size(g->gcomm, &size);
+        printf("ghfit %s: %s fit of %s (%lld x %d) on %d rank%s, backend %s\n", GHFIT_VERSION, s->name, what,
+               (long long)data->n_global, data->d, size, size == 1 ? "" : "s", dc->be->name);
+        if (rs) printf("resuming from %s at iteration %d\n", j->checkpoint, rs->iter);
+        fflush(stdout);
+    }
+    ghf_params init;
+    int have_init = 0;
+    ghf_em_state rstate;
+    int have_rstate = 0;
+    if (rs && rs->d == data->d) {
+        if (ghf_ckpt_run_to_state(rs, j->max_iter, &rstate) == 0) {
+            have_rstate = 1;
+            eo.resume = &rstate;
+        }
+    } else if (j->warm_start && w->valid && w->chain == s->chain && w->t.d == data->d &&
+               ghf_params_alloc(&init, data->d) == 0) {
+        ghf_data_params_to_internal(data, &w->t, &init); /* w->t is in data coordinates */
+        const ghf_model m = {s->family, s->symmetric, s->fix_p, s->p};
+        const double fp = ghf_model_fixed_p(&m, data->d);
+        if (!isnan(fp)) init.p = fp;
+        have_init = 1;
+        eo.init = &init;
+    }
+    ghf_fit_out out;
+    memset(&out, 0, sizeof out);
+    snprintf(out.name, sizeof out.name, "%s", s->name);
+    out.family = s->family;
+    out.symmetric = s->symmetric;
+    out.fix_p = s->fix_p;
+    out.p_fixed = s->p;
+    out.n_dropped = dc->shard.n_dropped;
+    int st = ghf_em_fit(g->gcomm, dc->be, data->d, &eo, &out.em, msg, msglen);
+    if (have_init) ghf_params_free(&init);
+    if (have_rstate) ghf_em_state_free(&rstate);
+    int outcome = FIT_DONE;
+    if (st == GHF_EXIT_USAGE && !fit_mode) { /* e.g. a warm start this window cannot use */
+        outcome = FIT_FAILED;
+    } else if (st) {
+        if (!fit_mode) {
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "fit %s: %s", s->name, msg);
+            snprintf(msg, msglen, "%s", tmp);
+        }
+        *status = GROUP_ERROR + (st == GHF_EXIT_USAGE ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME);
+        outcome = FIT_ERROR;
+    } else if (out.em.outcome == GHF_EM_INTERRUPTED) {
+        outcome = FIT_STOPPED;
+    } else if (fit_mode && out.em.outcome == GHF_EM_FAILED) { /* `ghfit fit`: an error, no result file */
+        snprintf(msg, msglen, "%s: %s", what, out.em.status);
+        *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        outcome = FIT_ERROR;
+    }
+    if (outcome != FIT_DONE) {
+        ghf_fit_out_free(&out);
+        return outcome;
+    }
+    out.phases[GHF_PH_READ] = dc->t_load;
+    out.phases[GHF_PH_INIT] = out.em.t_init;
+    out.phases[GHF_PH_ESTEP] = out.em.t_estep;
+    out.phases[GHF_PH_ALLREDUCE] = out.em.t_allreduce;
+    out.phases[GHF_PH_MSTEP] = out.em.t_mstep;
+    out.phases[GHF_PH_WRITE] = 0.0;
+    out.phases[GHF_PH_TOTAL] = MPI_Wtime() - t0;
+    const int oom = ghf_fit_out_finish(&out, data) != 0;
+    if (ghf_any(g->gcomm, oom)) {
+        snprintf(msg, msglen, "out of memory");
+        ghf_fit_out_free(&out);
+        *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        return FIT_ERROR;
+    }
+    ghf_fit_out_gather(g->gcomm, &out);
+    warm_set(w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED);
+    if (g->grank == 0) {
+        if (fit_mode && out.em.n_decrease > 0)
+            fprintf(stderr, "ghfit: warning: the log-likelihood decreased in %d iteration(s)\n", out.em.n_decrease);
+        ghf_fit_record rec;
+        ghf_fit_out_record(&out, dc->be->name, &rec);
+        rec.data_file = j->data_file;
+        rec.dataset = j->dataset;
+        rec.row_start = s->row_start;
+        rec.row_count = s->row_len;
+        deliver_record(g, s->index, &rec);
+    }
+    ghf_fit_out_free(&out);
+    return FIT_DONE;
+}
+
+/* A fit finished before a restart: skipped, its parameters kept for a warm start. */
+static void resumed_done(const ghf_ckpt *resume, int dk, const ghf_fit_spec *s, warm *w)
+{
+    ghf_unpack u = {resume->done_blob + resume->done_off[dk], (size_t)(resume->done_off[dk + 1] - resume->done_off[dk]),
+                    0, 0};
+    ghf_rec r;
+    if (ghf_rec_unpack(&u, &r) != 0) {
+        w->valid = 0;
+        return;
+    }
+    ghf_params t = {r.r.d, (double *)r.r.mu, (double *)r.r.gamma, (double *)r.r.sigma, r.r.p, r.r.a, r.r.b};
+    warm_set(w, s->chain, r.r.mu, &t, strncmp(r.r.status, "failed", 6) != 0);
+    ghf_rec_free(&r);
+}
+
+int run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, int n_mine, const ghf_ckpt *resume,
+              char *msg, size_t msglen)
+{
+    const ghf_job *j = g->job;
+    data_cache dc;
+    memset(&dc, 0, sizeof dc);
+    warm w;
+    memset(&w, 0, sizeof w);
+    int status = GROUP_OK;
+    int *done_k = malloc((size_t)(n_mine + 1) * sizeof(int)), *run_k = malloc((size_t)(n_mine + 1) * sizeof(int));
+    const int oom = !done_k || !run_k || resume_lookup(resume, specs, mine, n_mine, done_k, run_k) != 0;
+    if (ghf_any(g->gcomm, oom)) { /* the group's ranks agree */
+        snprintf(msg, msglen, "out of memory");
+        status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        n_mine = 0;
+    }
+    preload_span(g, &dc, specs, mine, n_mine, done_k);
+    for (int q = 0; q < n_mine; q++) {
+        const ghf_fit_spec *s = &specs[mine[q]];
+        if (done_k[q] >= 0) {
+            resumed_done(resume, done_k[q], s, &w);
+            continue;
+        }
+        /* a stop between fits of a sweep; a single fit stops in EM, after its
+         * start, so that its checkpoint holds iteration 0 */
+        if (g->mode == GHF_PIPE_RUN && ghf_any(g->gcomm, *g->stop != 0)) {
+            status = GROUP_STOPPED;
+            break;
+        }
+        const double t0 = MPI_Wtime();
+        char what[1024];
+        if (g->mode == GHF_PIPE_FIT)
+            snprintf(what, sizeof what, "%s:%s", j->data_file, j->dataset);
+        else
+            snprintf(what, sizeof what, "%s:%s rows %lld..%lld (fit %s)", j->data_file, j->dataset,
+                     (long long)s->row_start, (long long)(s->row_start + s->row_len - 1), s->name);
+        int data_bad = 0;
+        const int st = cache_load(g, &dc, s, what, &data_bad, msg, msglen);
+        if (st && data_bad && g->mode == GHF_PIPE_RUN) { /* this window's data: the fit fails, the others go on */
+            fit_failed(g, s, msg, t0, &w);
+            continue;
+        }
+        if (st) {
+            status = GROUP_ERROR + st;
+            break;
+        }
+        const ghf_ckpt_run *rs = run_k[q] >= 0 ? &resume->run[run_k[q]] : NULL;
+        const int outcome = fit_one(g, s, &dc, rs, &w, t0, what, &status, msg, msglen);
+        if (outcome == FIT_FAILED) {
+            fit_failed(g, s, msg, t0, &w);
+            continue;
+        }
+        if (outcome == FIT_STOPPED) status = GROUP_STOPPED;
+        if (outcome != FIT_DONE) break;
+        group_tick(g);
+    }
+    ghf_params_free(&w.t);
+    cache_free(&dc);
+    free(done_k);
+    free(run_k);
+    return status;
+}

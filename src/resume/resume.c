@@ -1,0 +1,373 @@
+/* resume.c - see resume.h */
+#include "resume.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h5io.h"
+#include "pack.h"
+#include "agree.h"
+#include "util.h"
+
+void ghf_params_pack(const ghf_params *t, double *buf)
+{
+    const int d = t->d;
+    memcpy(buf, t->mu, (size_t)d * sizeof(double));
+    memcpy(buf + d, t->gamma, (size_t)d * sizeof(double));
+    memcpy(buf + 2 * d, t->sigma, (size_t)d * d * sizeof(double));
+    buf[2 * d + d * d] = t->p;
+    buf[2 * d + d * d + 1] = t->a;
+    buf[2 * d + d * d + 2] = t->b;
+}
+
+void ghf_params_unpack(const double *buf, ghf_params *t)
+{
+    const int d = t->d;
+    memcpy(t->mu, buf, (size_t)d * sizeof(double));
+    memcpy(t->gamma, buf + d, (size_t)d * sizeof(double));
+    memcpy(t->sigma, buf + 2 * d, (size_t)d * d * sizeof(double));
+    t->p = buf[2 * d + d * d];
+    t->a = buf[2 * d + d * d + 1];
+    t->b = buf[2 * d + d * d + 2];
+}
+
+void ghf_ckpt_run_clear(ghf_ckpt_run *r)
+{
+    free(r->cur);
+    free(r->prev);
+    free(r->trace);
+    memset(r, 0, sizeof *r);
+}
+
+int ghf_ckpt_run_set(ghf_ckpt_run *r, int64_t index, const char *name, const ghf_em_state *st)
+{
+    const int d = st->cur.d;
+    const int np = ghf_ckpt_param_len(d);
+    if (r->d != d || !r->cur || !r->prev) {
+        free(r->cur);
+        free(r->prev);
+        r->cur = malloc((size_t)np * sizeof(double));
+        r->prev = malloc((size_t)np * sizeof(double));
+    }
+    free(r->trace);
+    r->trace = malloc((size_t)(st->iter > 0 ? st->iter : 1) * sizeof(double));
+    if (!r->cur || !r->prev || !r->trace) return -1;
+    r->index = index;
+    if (name != r->name) snprintf(r->name, sizeof r->name, "%s", name);
+    r->d = d;
+    r->iter = st->iter;
+    ghf_params_pack(&st->cur, r->cur);
+    if (st->iter > 0) ghf_params_pack(&st->prev, r->prev);
+    else ghf_params_pack(&st->cur, r->prev);
+    if (st->iter > 0) memcpy(r->trace, st->trace, (size_t)st->iter * sizeof(double));
+    return 0;
+}
+
+int ghf_ckpt_run_to_state(const ghf_ckpt_run *r, int max_iter, ghf_em_state *st)
+{
+    if (ghf_em_state_alloc(st, r->d, max_iter > r->iter ? max_iter : r->iter) != 0) return -1;
+    st->iter = r->iter;
+    ghf_params_unpack(r->cur, &st->cur);
+    ghf_params_unpack(r->prev, &st->prev);
+    if (r->iter > 0) memcpy(st->trace, r->trace, (size_t)r->iter * sizeof(double));
+    return 0;
+}
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id)
+{
+    snprintf(c->kind, sizeof c->kind, "%s", id->kind);
+    free(c->data_path);
+    free(c->dataset);
+    free(c->config_text);
+    char real[PATH_MAX];
+    c->data_path = dup_or_empty(realpath(id->data_path, real) ? real : id->data_path);
+    c->dataset = dup_or_empty(id->dataset && *id->dataset ? id->dataset : "/X");
+    c->config_text = id->config_text ? strdup(id->config_text) : NULL;
+    c->n_rows = id->n_rows;
+    c->d = id->d;
+    c->hash = id->hash;
+    c->n_fits = id->n_fits;
+    c->data_fp = id->data_fp;
+    c->data_fp_rows = id->data_fp_rows;
+    return c->data_path && c->dataset ? 0 : -1;
+}
+
+int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t errlen)
+{
+    int rank, st = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) st = ghf_ckpt_data_fingerprint(id->data_path, id->dataset, &id->data_fp, &id->data_fp_rows, err, errlen);
+    ghf_bcast_status(comm, &st, err, errlen);
+    return st;
+}
+
+/* ---- the whole checkpoint as bytes (for the broadcast) ---- */
+
+static void pack_ckpt(ghf_pack *b, const ghf_ckpt *c)
+{
+    ghf_pack_str(b, c->kind);
+    ghf_pack_str(b, c->data_path);
+    ghf_pack_str(b, c->dataset);
+    ghf_pack_i64(b, c->n_rows);
+    ghf_pack_i64(b, c->d);
+    ghf_pack_i64(b, (int64_t)c->hash);
+    ghf_pack_i64(b, c->n_fits);
+    ghf_pack_str(b, c->config_text);
+    ghf_pack_i64(b, c->n_run);
+    for (int i = 0; i < c->n_run; i++) {
+        const ghf_ckpt_run *r = &c->run[i];
+        const int np = ghf_ckpt_param_len(r->d);
+        ghf_pack_i64(b, r->index);
+        ghf_pack_str(b, r->name);
+        ghf_pack_i64(b, r->d);
+        ghf_pack_i64(b, r->iter);
+        ghf_pack_f64s(b, r->cur, np);
+        ghf_pack_f64s(b, r->prev, np);
+        ghf_pack_f64s(b, r->trace, r->iter);
+    }
+    ghf_pack_i64(b, c->n_done);
+    for (int i = 0; i < c->n_done; i++) ghf_pack_i64(b, c->done_index[i]);
+    for (int i = 0; i <= c->n_done; i++) ghf_pack_i64(b, c->n_done ? c->done_off[i] : 0);
+    const int64_t nb = c->n_done ? c->done_off[c->n_done] : 0;
+    ghf_pack_i64(b, nb);
+    ghf_pack_bytes(b, c->done_blob, (size_t)nb);
+}
+
+static int unpack_ckpt(ghf_unpack *u, ghf_ckpt *c)
+{
+    memset(c, 0, sizeof *c);
+    char *kind = ghf_unpack_str(u);
+    snprintf(c->kind, sizeof c->kind, "%s", kind ? kind : "");
+    free(kind);
+    c->data_path = ghf_unpack_str(u);
+    c->dataset = ghf_unpack_str(u);
+    c->n_rows = ghf_unpack_i64(u);
+    c->d = (int)ghf_unpack_i64(u);
+    c->hash = (uint64_t)ghf_unpack_i64(u);
+    c->n_fits = ghf_unpack_i64(u);
+    c->config_text = ghf_unpack_str(u);
+    const int64_t nr = ghf_unpack_i64(u);
+    if (u->bad || nr < 0 || nr > 1 << 24) return -1;
+    c->run = calloc((size_t)nr + 1, sizeof *c->run);
+    if (!c->run) return -1;
+    for (int64_t i = 0; i < nr && !u->bad; i++) {
+        ghf_ckpt_run *r = &c->run[c->n_run++];
+        int64_t n;
+        r->index = ghf_unpack_i64(u);
+        char *nm = ghf_unpack_str(u);
+        snprintf(r->name, sizeof r->name, "%s", nm ? nm : "");
+        free(nm);
+        r->d = (int)ghf_unpack_i64(u);
+        r->iter = (int)ghf_unpack_i64(u);
+        r->cur = ghf_unpack_f64s(u, &n);
+        r->prev = ghf_unpack_f64s(u, &n);
+        r->trace = ghf_unpack_f64s(u, &n);
+    }
+    const int64_t nd = ghf_unpack_i64(u);
+    if (u->bad || nd < 0 || nd > 1 << 28) return -1;
+    c->n_done = (int)nd;
+    c->done_index = malloc((size_t)(nd + 1) * sizeof(int64_t));
+    c->done_off = malloc((size_t)(nd + 1) * sizeof(int64_t));
+    if (!c->done_index || !c->done_off) return -1;
+    for (int64_t i = 0; i < nd; i++) c->done_index[i] = ghf_unpack_i64(u);
+    for (int64_t i = 0; i <= nd; i++) c->done_off[i] = ghf_unpack_i64(u);
+    const int64_t nb = ghf_unpack_i64(u);
+    if (u->bad || nb < 0 || (size_t)nb > u->n - u->off) return -1;
+    c->done_blob = malloc((size_t)(nb > 0 ? nb : 1));
+    if (!c->done_blob) return -1;
+    memcpy(c->done_blob, u->p + u->off, (size_t)nb);
+    u->off += (size_t)nb;
+    return u->bad ? -1 : 0;
+}
+
+static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, char *err, size_t errlen)
+{
+    char real[PATH_MAX];
+    const char *dp = realpath(id->data_path, real) ? real : id->data_path;
+    const char *ds = id->dataset && *id->dataset ? id->dataset : "/X";
+    char what[1024] = "";
+    if (strcmp(c->kind, id->kind) != 0)
+        snprintf(what, sizeof what, "it was written by 'ghfit %s', not 'ghfit %s'", c->kind, id->kind);
+    else if (strcmp(c->data_path, dp) != 0)
+        snprintf(what, sizeof what, "its data file is %.480s, not %.480s", c->data_path, dp);
+    else if (strcmp(c->dataset, ds) != 0)
+        snprintf(what, sizeof what, "its dataset is %.480s, not %.480s", c->dataset, ds);
+    else if (c->n_rows != id->n_rows || c->d != id->d)
+        snprintf(what, sizeof what, "its data had %lld x %d values, these have %lld x %d", (long long)c->n_rows, c->d,
+                 (long long)id->n_rows, id->d);
+    else if (id->data_fp && c->data_fp != id->data_fp)
+        snprintf(what, sizeof what,
+                 "it was written for other data of the same shape (fingerprint of %lld sampled rows %016" PRIx64
+                 ", these data %016" PRIx64 ")",
+                 (long long)id->data_fp_rows, c->data_fp, id->data_fp);
+    else if (c->hash != id->hash || c->n_fits != id->n_fits)
+        snprintf(what, sizeof what, "it was written with other options (options hash %016" PRIx64 ", this run %016" PRIx64 ")",
+                 c->hash, id->hash);
+    if (!what[0]) return 0;
+    snprintf(err, errlen, "%s: the checkpoint does not belong to this run: %s (remove it, or run without --resume)", path,
+             what);
+    return 2;
+}
+
+/* The first invalid value of a packed parameter set (what = "cur" or
+ * "prev"; full: the model's domain too), or 0. */
+static int bad_params(const double *v, int d, const char *family, const char *what, int full, char *out, size_t len)
+{
+    const int np = ghf_ckpt_param_len(d);
+    for (int i = 0; i < np; i++) {
+        if (isfinite(v[i])) continue;
+        if (i < d) snprintf(out, len, "%s.mu[%d] = %g", what, i, v[i]);
+        else if (i < 2 * d) snprintf(out, len, "%s.gamma[%d] = %g", what, i - d, v[i]);
+        else if (i < 2 * d + d * d) snprintf(out, len, "%s.sigma[%d][%d] = %g", what, (i - 2 * d) / d, (i - 2 * d) % d, v[i]);
+        else snprintf(out, len, "%s.%s = %g", what, i == np - 3 ? "p" : i == np - 2 ? "a" : "b", v[i]);
+        return 1;
+    }
+    if (!full) return 0;
+    const double p = v[np - 3], a = v[np - 2], b = v[np - 1];
+    ghf_model m = {GHF_FAMILY_GH, 0, 0, 0.0};
+    const int known = family[0] && ghf_family_parse(family, &m.family) == 0;
+    char why[200];
+    if (family[0] && !known) snprintf(out, len, "family '%s' is unknown", family);
+    else if (known && !ghf_model_sub_ok(&m, d, p, a, b, why, sizeof why)) snprintf(out, len, "%s.%s", what, why);
+    else if (fabs(p) > GHF_P_MAX_ANY) snprintf(out, len, "%s.p = %g is outside [-%g, %g]", what, p, GHF_P_MAX_ANY, GHF_P_MAX_ANY);
+    else if (a < 0.0 || b < 0.0 || (a == 0.0 && b == 0.0))
+        snprintf(out, len, "%s.a = %g, %s.b = %g: not a GIG law (a, b >= 0, not both 0)", what, a, what, b);
+    else {
+        ghf_params t;
+        ghf_derived g;
+        int rc = -1;
+        if (ghf_params_alloc(&t, d) == 0 && ghf_derived_alloc(&g, d) == 0) {
+            ghf_params_unpack(v, &t);
+            rc = ghf_derive(&t, &g);
+            ghf_derived_free(&g);
+        }
+        ghf_params_free(&t);
+        if (rc == 0) return 0;
+        snprintf(out, len, "%s.sigma is not symmetric positive definite (or the law's constants are not finite)", what);
+    }
+    return 1;
+}
+
+/* Rank 0: the EM states must be usable: finite, cur in the model's domain. */
+static int validate(const ghf_ckpt *c, const char *path, char *err, size_t errlen)
+{
+    for (int i = 0; i < c->n_run; i++) {
+        const ghf_ckpt_run *r = &c->run[i];
+        char what[256] = "";
+        if (r->d != c->d) snprintf(what, sizeof what, "dim = %d, the data have %d columns", r->d, c->d);
+        else if (r->iter < 0) snprintf(what, sizeof what, "iter = %d", r->iter);
+        else if (!bad_params(r->cur, r->d, r->family, "cur", 1, what, sizeof what) &&
+                 !bad_params(r->prev, r->d, r->family, "prev", 0, what, sizeof what))
+            for (int k = 0; k < r->iter && !what[0]; k++)
+                if (!isfinite(r->trace[k])) snprintf(what, sizeof what, "trace[%d] = %g", k, r->trace[k]);
+        if (what[0]) {
+            snprintf(err, errlen, "%s: invalid checkpoint: running/%d (fit %s): %s", path, i, r->name, what);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int read_valid(const char *path, ghf_ckpt *c, char *err, size_t errlen)
+{
+    int st = ghf_ckpt_read(path, c, err, errlen);
+    if (!st) st = validate(c, path, err, errlen);
+    if (st) ghf_ckpt_free(c);
+    return st;
+}
+
+int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ckpt *c, char *err, size_t errlen)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    memset(c, 0, sizeof *c);
+    int st = 0;
+    ghf_pack b = {0};
+    if (rank == 0) {
+        st = read_valid(path, c, err, errlen);
+        if (st) {
+            char prev[4200], err2[1024];
+            ghf_ckpt_prev_path(path, prev, sizeof prev);
+            if (access(prev, F_OK) == 0 && read_valid(prev, c, err2, sizeof err2) == 0) {
+                fprintf(stderr, "ghfit: warning: %s; resuming from the previous checkpoint %s\n", err, prev);
+                st = 0;
+            }
+        }
+        if (st == 0) st = check_id(c, id, path, err, errlen);
+        if (st == 0) {
+            pack_ckpt(&b, c);
+            if (b.oom) {
+                st = 1;
+                snprintf(err, errlen, "out of memory");
+            }
+        }
+    }
+    ghf_bcast_status(comm, &st, err, errlen);
+    if (st) {
+        ghf_ckpt_free(c);
+        ghf_pack_free(&b);
+        return st;
+    }
+    int64_t nb = (int64_t)b.n;
+    MPI_Bcast(&nb, 1, MPI_INT64_T, 0, comm);
+    if (rank != 0) {
+        b.p = malloc((size_t)nb);
+        b.n = b.cap = (size_t)nb;
+    }
+    /* in pieces below 2^31 bytes */
+    for (int64_t off = 0; off < nb; off += 1 << 30) {
+        const int64_t k = nb - off < (1 << 30) ? nb - off : (1 << 30);
+        MPI_Bcast(b.p + off, (int)k, MPI_BYTE, 0, comm);
+    }
+    if (rank != 0) {
+        ghf_unpack u = {b.p, b.n, 0, 0};
+        if (unpack_ckpt(&u, c) != 0) st = 1;
+    }
+    ghf_pack_free(&b);
+    st = ghf_any(comm, st) ? 1 : 0;
+    if (st) {
+        ghf_ckpt_free(c);
+        snprintf(err, errlen, "%s: the checkpoint could not be distributed to every rank", path);
+    }
+    return st;
+}
+
+void ghf_ckpt_remove(const char *path)
+{
+    char prev[4200], log[4200];
+    ghf_ckpt_prev_path(path, prev, sizeof prev);
+    ghf_ckpt_log_path(path, log, sizeof log);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path); /* left by a writer killed mid-write */
+    /* only ghfit's own files (a file put there since the start stays) */
+    if (ghf_path_is_ghfit(path, GHF_PATH_CHECKPOINT, NULL)) unlink(path);
+    if (ghf_path_is_ghfit(prev, GHF_PATH_CHECKPOINT, NULL)) unlink(prev);
+    if (ghf_ckpt_log_is_ours(log)) unlink(log);
+    if (ghf_ckpt_is_ours(tmp)) unlink(tmp);
+}
+
+int ghf_ckpt_test_iter_sleep_ms(void)
+{
+    const char *s = getenv("GHFIT_TEST_ITER_SLEEP");
+    return s ? atoi(s) : 0;
+}
+
+void ghf_sleep_ms(int ms)
+{
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+
+

@@ -1,0 +1,23 @@
+# Fault tests (issue 16): each class asserts the exact outcome - exit status,
+# one "ghfit: error:" (or "ghfit: note:") line, inputs unchanged, nothing left
+# behind, no hang (time limits inside the scripts), no death on a signal.
+foreach(t signals jobfile ckpt sweep deadrank)
+  add_test(NAME faults_${t} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_${t}.sh $<TARGET_FILE:ghfit>
+           $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_${t})
+  set_tests_properties(faults_${t} PROPERTIES LABELS "mpi;faults" TIMEOUT 600 PROCESSORS 2
+    ENVIRONMENT "${GHF_MPI_ENV}")
+endforeach()
+# A full disk under the checkpoints: a 512 KiB tmpfs (root); skipped (77) where
+# none can be mounted.
+add_test(NAME faults_ckpt_diskfull COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_ckpt_diskfull.sh
+         $<TARGET_FILE:ghfit> $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_ckpt_diskfull)
+set_tests_properties(faults_ckpt_diskfull PROPERTIES LABELS "mpi;faults" TIMEOUT 600 PROCESSORS 2
+  SKIP_RETURN_CODE 77 ENVIRONMENT "${GHF_MPI_ENV}")
+# Collective discipline (src/dist/agree.h): one rank fails at each start-up
+# step; on 2 and 3 ranks; label sanitize: run in the sanitizer build too.
+foreach(np 2 3)
+  add_test(NAME faults_collective_np${np} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_collective.sh
+           $<TARGET_FILE:ghfit> ${CMAKE_BINARY_DIR}/work/faults_collective_np${np} ${np})
+  set_tests_properties(faults_collective_np${np} PROPERTIES LABELS "mpi;faults;sanitize" TIMEOUT 900
+    PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+endforeach()
