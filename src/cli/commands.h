@@ -10,6 +10,7 @@ int ghf_cmd_fit(int argc, char **argv);
 int ghf_cmd_generate(int argc, char **argv);
 int ghf_cmd_run(int argc, char **argv);     /* job files and sweeps */
 int ghf_cmd_summary(int argc, char **argv); /* combined summary tables */
+int ghf_cmd_risk(int argc, char **argv);    /* VaR and ES of portfolios under a fit */
 
 /* SIGUSR1 / SIGTERM set this flag to the signal's number (async-signal-safe);
  * the EM loop turns it into a collective stop at the next iteration boundary.

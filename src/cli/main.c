@@ -21,7 +21,8 @@ static void usage(FILE *f)
             "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|nig --out RESULT.h5 [--max-iter K] [--tol T]\n"
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
-            "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name]\n"
+            "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name] [--lrt]\n"
+            "  [mpirun -np P] ghfit risk --model RESULT.h5[:/fits/NAME] --portfolios W.h5[:/W] --alpha A[,A...] --out RISK.h5\n"
             "  ghfit --help | --version\n"
             "\n"
             "fit defaults: --tol %g (relative change of the log-likelihood AND of every parameter, p, a, b\n"
@@ -67,8 +68,9 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "generate") == 0) rc = ghf_cmd_generate(argc - 1, argv + 1);
     else if (strcmp(cmd, "run") == 0) rc = ghf_cmd_run(argc - 1, argv + 1);
     else if (strcmp(cmd, "summary") == 0) rc = ghf_cmd_summary(argc - 1, argv + 1);
+    else if (strcmp(cmd, "risk") == 0) rc = ghf_cmd_risk(argc - 1, argv + 1);
     else {
-        ghf_error0("unknown command '%s' (expected generate, fit, run or summary; see ghfit --help)", cmd);
+        ghf_error0("unknown command '%s' (expected generate, fit, run, summary or risk; see ghfit --help)", cmd);
         rc = GHF_EXIT_USAGE;
     }
     /* Every command returns the same status on every rank (errors are agreed
