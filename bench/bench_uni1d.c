@@ -7,7 +7,9 @@
  *                                 0.9999); prints the time of ghf_uni_batch
  *                                 (OMP_NUM_THREADS threads), quadratures per
  *                                 portfolio, and the largest difference from
- *                                 the single-combination path
+ *                                 the single-combination path (seconds: wall;
+ *                                 cpu_s: CPU of all threads, what a loaded
+ *                                 machine still measures fairly)
  *   bench_uni1d mc [N] [seed]     N draws (default 1e8) of two laws with the
  *                                 project's generator (ghf_rng_gig,
  *                                 ghf_rng_normal; one stream per block of 2^16
@@ -99,17 +101,20 @@ static int run_batch(long P, int K)
     printf("batch: %ld portfolios of a d = %d fit, K = %d alphas (", P, D, K);
     for (int k = 0; k < K; k++) printf("%s%g", k ? ", " : "", alpha_all[k]);
     printf("), OMP_NUM_THREADS=%s\n", getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "(unset)");
-    printf("%-6s %9s %10s %10s %10s %12s %s\n", "family", "seconds", "us/portf", "quad/portf", "eval/quad",
+    printf("%-6s %9s %9s %10s %10s %10s %12s %s\n", "family", "seconds", "cpu_s", "us/portf", "quad/portf", "eval/quad",
            "max|diff|", "status");
     for (int f = 0; f < 6; f++) {
         ghf_uni_mix mx;
         long q0, e0, q1, e1;
         double t0, t1, maxd = 0.0;
+        clock_t c0, c1;
         int worst;
         if (ghf_uni_mix_init(&mx, fams[f].gauss, fams[f].p, fams[f].a, fams[f].b) != GHF_UNI_OK) return 1;
         ghf__uni_counts(&q0, &e0);
         t0 = now();
+        c0 = clock();
         worst = ghf_uni_batch(&mx, (size_t)P, m, g, s, K, alpha_all, var, es, st);
+        c1 = clock();
         t1 = now();
         ghf__uni_counts(&q1, &e1);
         for (long i = 0; i < P; i += P / 50 > 0 ? P / 50 : 1) { /* against the single path */
@@ -121,7 +126,8 @@ static int run_batch(long P, int K)
                 if (isfinite(e)) maxd = fmax(maxd, fabs(e - es[i * K + k]) / fabs(e));
             }
         }
-        printf("%-6s %9.3f %10.1f %10.2f %10.1f %12.2e %s\n", fams[f].name, t1 - t0, 1e6 * (t1 - t0) / P,
+        printf("%-6s %9.3f %9.3f %10.1f %10.2f %10.1f %12.2e %s\n", fams[f].name, t1 - t0,
+               (double)(c1 - c0) / CLOCKS_PER_SEC, 1e6 * (t1 - t0) / P,
                (double)(q1 - q0) / P, q1 > q0 ? (double)(e1 - e0) / (q1 - q0) : 0.0, maxd,
                ghf_uni_status_str(worst));
     }

@@ -115,11 +115,14 @@ def test_risk_univariate_against_quadrature(cli, work, uni_templates, case):
                                      work / f"risk1_{cid}_out.h5")
     assert attrs["family"] == fam and attrs["fit"] == names[fam]
     np.testing.assert_array_equal(alpha, ALPHAS)
+    errs = []
     for k, al in enumerate(ALPHAS):
         dq, es_ref, scale = reference(law, al, var[0, k])
+        errs.append((abs(dq) / max(abs(var[0, k]), scale), abs(es[0, k] - es_ref) / max(abs(es_ref), scale)))
         assert abs(dq) <= TOL * max(abs(var[0, k]), scale), (cid, al, var[0, k], dq)
         assert abs(es[0, k] - es_ref) <= TOL * max(abs(es_ref), scale), (cid, al, es[0, k], es_ref)
         assert es[0, k] >= var[0, k]
+    print(f"{cid}: largest relative error VaR {max(e[0] for e in errs):.2e}, ES {max(e[1] for e in errs):.2e}")
 
 
 @pytest.fixture(scope="session")
@@ -137,13 +140,14 @@ def portfolios(work):
 
 
 def test_risk_multivariate_against_monte_carlo(cli, work, files, portfolios):
-    """Every family of the 3-d multi-family file: the exceedance rate of
+    """Every family (the asymmetric fits) of the 3-d multi-family file: the exceedance rate of
     ghfit's VaR and the mean loss beyond it, from 10^6 draws, agree with
     1 - alpha and ES within 5 Monte Carlo standard errors."""
     n = 1_000_000
     alphas = (0.95, 0.99, 0.999)
     with h5py.File(files["multi"], "r") as f:
         rows = [(r["name"].decode(), r["family"].decode()) for r in f["summary"][()]]
+        rows = [(n, fam) for n, fam in rows if not f[f"fits/{n}"].attrs.get("symmetric", 0)]
         laws = {}
         for name, fam in rows:
             g = f[f"fits/{name}/params"]
