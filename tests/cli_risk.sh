@@ -3,7 +3,7 @@
 # portfolios are split over the ranks), the file's datasets and attributes,
 # ES >= VaR and VaR increasing in alpha; bad input on 2 ranks: exit 2, one
 # "ghfit: error:" line naming the thing, every rank ends, no output left;
-# an existing risk file is replaced.  (Accuracy: python/tests/test_risk.py
+# an existing risk file, and an existing result file, are replaced.  (Accuracy: python/tests/test_risk.py
 # and tests/test_uni1d.c.)
 # usage: cli_risk.sh GHFIT WORKDIR
 set -uo pipefail
@@ -55,6 +55,13 @@ ri = h5py.File("rint.h5", "r")
 assert ri["var"].shape == (2, 1) and ri["alpha"][0] == 0.9
 print("ok   same bits on 1, 2, 3 ranks; attributes; w = 0; integer weights; replace")
 PY
+
+# a result file replaced by another fit holds the new fit only (the in-memory
+# image of io/h5common.c once saved the old file back over a replaced output)
+"$G" fit --data x.h5 --model gauss --out nig_copy.h5 --quiet && cp nig.h5 nig_copy.h5 &&
+  "$G" fit --data x.h5 --model gauss --out nig_copy.h5 --quiet &&
+  "$PY" -c "import h5py; k = list(h5py.File('nig_copy.h5', 'r')['fits']); assert k == ['gauss'], k" &&
+  echo "ok   a replaced result file holds the new fit" || { echo "FAIL: replacing a result file"; fail=1; }
 
 # expect PATTERN -- risk args...  (2 ranks: one error line, exit 2, no file left)
 expect() {
