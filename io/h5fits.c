@@ -2,7 +2,7 @@
  * (ghf_h5_read_fit_models): the attributes symmetric, p_fixed, data_file,
  * dataset, row_start, row_count and n_dropped of /fits/<name>, for the
  * likelihood-ratio tests of `ghfit summary --lrt`; and one fit's law
- * (ghf_h5_read_fit_law) for `ghfit eval` and `ghfit sample`. */
+ * (ghf_h5_read_fit_law) for `ghfit eval`, `sample` and `risk`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
