@@ -350,7 +350,8 @@ static int risk_run(const risk_opts *o, const risk_model *md, int rank, int size
         char note[256];
         risk_note(gsev, (int64_t)grow, note, sizeof note);
         if (note[0]) fprintf(stderr, "ghfit: warning: %s\n", note);
-        const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0};
+        const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0,
+                                   NULL, NULL, 0};
         const ghf_risk_file rf = {&meta, o->model, o->fit, md->family, o->wfile, o->wdset, md->P, md->d, K,
                                   o->alpha, allv, alle, note[0] ? note : NULL};
         st = ghf_h5_write_risk(o->out, &rf, err, errlen);
