@@ -317,6 +317,37 @@ typedef struct ghf_fit_law {
  * 1: out of memory.  On failure nothing is left to free. */
 int  ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
 void ghf_fit_law_free(ghf_fit_law *law);
+/* ---------------------------------------------------------------------------
+ * Using a fit (io/h5risk.c): its parameters, and the file `ghfit risk` writes.
+ * ------------------------------------------------------------------------- */
+
+/* The fitted law of /fits/<name> (arrays malloc'd; ghf_fit_params_free). */
+typedef struct ghf_fit_params {
+    char family[16];
+    char status[256];
+    int d;
+    double *mu, *gamma, *sigma; /* d, d, d*d (row-major) */
+    double p, a, b;             /* NaN for gauss */
+} ghf_fit_params;
+
+/* Serial, any process.  2 with a message naming path:/fits/<name> when the
+ * group, its family attribute or a parameter is missing or malformed. */
+int  ghf_h5_read_fit_params(const char *path, const char *name, ghf_fit_params *out, char *err, size_t errlen);
+void ghf_fit_params_free(ghf_fit_params *fp);
+
+/* What `ghfit risk` writes (docs/output-schema.md, "Risk files"). */
+typedef struct ghf_risk_file {
+    const ghf_out_meta *meta;          /* ghfit_version, git_commit, command_line, n_ranks */
+    const char *model_file, *fit_name, *family, *portfolios_file, *portfolios_dataset;
+    int64_t n_portfolios; int d; int n_alpha;
+    const double *alpha;               /* [K] */
+    const double *var, *es;            /* [P][K] row-major */
+    const char *note;                  /* or NULL: root attribute note */
+} ghf_risk_file;
+
+/* Rank 0 only: builds the file in memory, saves it as "<path>.tmp.<pid>",
+ * renames it into place.  0, or 1 with a message (nothing left behind). */
+int ghf_h5_write_risk(const char *path, const ghf_risk_file *r, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

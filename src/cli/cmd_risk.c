@@ -1,0 +1,386 @@
+/* cmd_risk.c - `ghfit risk`: VaR and ES of the loss -w'X of many portfolios w
+ * under one fitted law (src/law/uni1d.h), portfolios split over the ranks. */
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agree.h"
+#include "commands.h"
+#include "family.h"
+#include "ghf_version.h"
+#include "h5io.h"
+#include "uni1d.h"
+#include "util.h"
+
+#define RISK_MAX_ALPHA 256
+
+typedef struct risk_opts {
+    char model[4096], fit[256], wfile[4096], wdset[1024];
+    const char *out;
+    int has_fit, K;
+    double alpha[RISK_MAX_ALPHA];
+} risk_opts;
+
+/* what rank 0 learns and every rank needs */
+typedef struct risk_model {
+    char family[16];
+    int d, gauss;
+    int64_t P;
+    double p, a, b;
+    double *mu, *gamma, *sigma;
+} risk_model;
+
+static void risk_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: [mpirun -np P] ghfit risk --model RESULT.h5[:/fits/NAME] --portfolios W.h5[:/W]\n"
+            "                        --alpha A[,A...] --out RISK.h5\n"
+            "  VaR and ES of each portfolio's loss L = -w'X under the fitted law of X:\n"
+            "  VaR_alpha = the alpha-quantile of L, ES_alpha = E[L | L >= VaR_alpha]\n"
+            "  --model       a result file of ghfit fit/run; without :/fits/NAME it must hold one fit\n"
+            "  --portfolios  a float dataset [P][d] of weight vectors (default dataset /W), d = the fit's dimension\n"
+            "  --alpha       one or more levels in (0, 1), comma-separated (at most %d)\n"
+            "  --out         the risk file: /alpha [K], /var [P][K], /es [P][K] (docs/output-schema.md)\n"
+            "  Portfolios are split over the ranks; every value is accurate to about 1e-11 relative\n"
+            "  (adaptive quadrature over the subordinator, src/law/uni1d.c).\n"
+            "exit status: 0 done, 1 run-time failure, 2 bad input (no output file is left)\n",
+            RISK_MAX_ALPHA);
+}
+
+/* "PATH[:/SUFFIX]": the path and the suffix (with its '/'), split at the last ":/" */
+static int split_spec(const char *s, char *path, size_t plen, char *suf, size_t slen)
+{
+    const char *c = NULL;
+    for (const char *q = strstr(s, ":/"); q; q = strstr(q + 1, ":/")) c = q;
+    if (!c) {
+        snprintf(path, plen, "%s", s);
+        suf[0] = '\0';
+        return 0;
+    }
+    if ((size_t)(c - s) >= plen || strlen(c + 1) >= slen || c == s) return -1;
+    snprintf(path, plen, "%.*s", (int)(c - s), s);
+    snprintf(suf, slen, "%s", c + 1);
+    return 0;
+}
+
+static int parse_alpha(const char *s, risk_opts *o)
+{
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->K = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        double a;
+        if (o->K >= RISK_MAX_ALPHA) {
+            ghf_error0("--alpha: more than %d levels", RISK_MAX_ALPHA);
+            return GHF_EXIT_USAGE;
+        }
+        if (ghf_parse_double(t, &a) || !(a > 0.0 && a < 1.0)) {
+            ghf_error0("--alpha: '%s' is not a level in (0, 1)", t);
+            return GHF_EXIT_USAGE;
+        }
+        o->alpha[o->K++] = a;
+    }
+    if (o->K == 0) {
+        ghf_error0("--alpha: no level given (e.g. --alpha 0.99,0.975)");
+        return GHF_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* 0, -1 for --help, or an exit status (one line printed) */
+static int risk_parse(int argc, char **argv, risk_opts *o)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"portfolios", required_argument, 0, 'w'},
+                                         {"alpha", required_argument, 0, 'a'},  {"out", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    const char *model = NULL, *w = NULL, *alpha = NULL;
+    memset(o, 0, sizeof *o);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'h') return -1;
+        if (c == 'm') model = optarg;
+        else if (c == 'w') w = optarg;
+        else if (c == 'a') alpha = optarg;
+        else if (c == 'o') o->out = optarg;
+        else {
+            ghf_error0("risk: unknown or incomplete option '%s' (see ghfit risk --help)", argv[optind - 1]);
+            return GHF_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        ghf_error0("risk: unexpected argument '%s' (see ghfit risk --help)", argv[optind]);
+        return GHF_EXIT_USAGE;
+    }
+    const char *miss = !model ? "--model" : !w ? "--portfolios" : !alpha ? "--alpha" : !o->out ? "--out" : NULL;
+    if (miss) {
+        ghf_error0("risk: %s is required (see ghfit risk --help)", miss);
+        return GHF_EXIT_USAGE;
+    }
+    char suf[1100];
+    if (split_spec(model, o->model, sizeof o->model, suf, sizeof suf) ||
+        (suf[0] && (strncmp(suf, "/fits/", 6) != 0 || !suf[6] || strchr(suf + 6, '/') ||
+                    strlen(suf + 6) >= sizeof o->fit))) {
+        ghf_error0("--model: '%s' is not RESULT.h5 or RESULT.h5:/fits/NAME", model);
+        return GHF_EXIT_USAGE;
+    }
+    o->has_fit = suf[0] != '\0';
+    if (o->has_fit) snprintf(o->fit, sizeof o->fit, "%s", suf + 6);
+    if (split_spec(w, o->wfile, sizeof o->wfile, o->wdset, sizeof o->wdset)) {
+        ghf_error0("--portfolios: '%s' is not W.h5 or W.h5:/DATASET", w);
+        return GHF_EXIT_USAGE;
+    }
+    if (!o->wdset[0]) snprintf(o->wdset, sizeof o->wdset, "/W");
+    return parse_alpha(alpha, o);
+}
+
+/* Rank 0: which fit (the only one, or the named one among /summary's rows) */
+static int choose_fit(risk_opts *o, char *err, size_t errlen)
+{
+    ghf_fit_summary *rows = NULL;
+    int n = 0, st = ghf_h5_read_fit_summary(o->model, &rows, &n, err, errlen);
+    if (st) return st;
+    int found = !o->has_fit && n == 1;
+    for (int i = 0; o->has_fit && i < n; i++) found |= strcmp(rows[i].name, o->fit) == 0;
+    if (!found) {
+        char names[600] = "";
+        size_t len = 0;
+        for (int i = 0; i < n && len + 80 < sizeof names; i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", rows[i].name);
+        if (n > 0 && len + 80 >= sizeof names) snprintf(names + len, sizeof names - len, ", ... (%d fits)", n);
+        if (o->has_fit)
+            snprintf(err, errlen, "%s: no fit named '%s' (the file holds: %s)", o->model, o->fit, n ? names : "no fits");
+        else
+            snprintf(err, errlen, "%s: holds %d fits, name one as --model %s:/fits/NAME (fits: %s)", o->model, n,
+                     o->model, n ? names : "none");
+        free(rows);
+        return GHF_EXIT_USAGE;
+    }
+    if (!o->has_fit) snprintf(o->fit, sizeof o->fit, "%s", rows[0].name);
+    free(rows);
+    return 0;
+}
+
+/* Rank 0: the fit's law (checked: a family ghfit knows, finite parameters in its domain) */
+static int read_model(const risk_opts *o, risk_model *md, char *err, size_t errlen)
+{
+    ghf_fit_params fp;
+    int st = ghf_h5_read_fit_params(o->model, o->fit, &fp, err, errlen);
+    if (st) return st;
+    const int d = fp.d;
+    md->d = d;
+    snprintf(md->family, sizeof md->family, "%s", fp.family);
+    md->gauss = strcmp(fp.family, "gauss") == 0;
+    md->p = fp.p, md->a = fp.a, md->b = fp.b;
+    md->mu = fp.mu, md->gamma = fp.gamma, md->sigma = fp.sigma;
+    fp.mu = fp.gamma = fp.sigma = NULL;
+    int finite = 1;
+    for (int i = 0; i < d; i++) finite &= isfinite(md->mu[i]) && isfinite(md->gamma[i]);
+    for (long i = 0; i < (long)d * d; i++) finite &= isfinite(md->sigma[i]) != 0;
+    ghf_family fam;
+    ghf_uni_mix mx;
+    if (ghf_family_parse(md->family, &fam) != 0) {
+        snprintf(err, errlen, "%s:/fits/%s: unknown family '%s'", o->model, o->fit, md->family);
+        st = GHF_EXIT_USAGE;
+    } else if (!finite || ghf_uni_mix_init(&mx, md->gauss, md->p, md->a, md->b) != GHF_UNI_OK) {
+        snprintf(err, errlen, "%s:/fits/%s: the fit has no usable law (status '%s': parameters not finite or "
+                 "outside the %s family's domain)", o->model, o->fit, fp.status, md->family);
+        st = GHF_EXIT_USAGE;
+    }
+    return st;
+}
+
+/* Rank 0: inputs (model, weights' shape) then the output (checks, lock) */
+static int risk_check(risk_opts *o, risk_model *md, char *err, size_t errlen)
+{
+    int st = choose_fit(o, err, errlen);
+    if (!st) st = read_model(o, md, err, errlen);
+    int dw = 0;
+    if (!st) st = ghf_h5_probe(o->wfile, o->wdset, &md->P, &dw, err, errlen);
+    if (!st && dw != md->d) {
+        snprintf(err, errlen, "%s:%s: weights have %d columns, but the fit %s:/fits/%s has dimension %d", o->wfile,
+                 o->wdset, dw, o->model, o->fit, md->d);
+        st = GHF_EXIT_USAGE;
+    }
+    if (!st && md->P > INT_MAX / o->K) {
+        snprintf(err, errlen, "%s:%s: %lld portfolios x %d levels is more than this version handles (2^31 values)",
+                 o->wfile, o->wdset, (long long)md->P, o->K);
+        st = GHF_EXIT_USAGE;
+    }
+    if (!st) st = ghf_h5_out_check(o->out, err, errlen);
+    if (!st) {
+        const ghf_path_use u[3] = {{o->model, "--model", GHF_PATH_INPUT, NULL},
+                                   {o->wfile, "--portfolios", GHF_PATH_INPUT, NULL},
+                                   {o->out, "--out", GHF_PATH_RESULT, NULL}};
+        st = ghf_paths_check(u, 3, err, errlen);
+    }
+    if (!st) st = ghf_out_lock(o->out, err, errlen);
+    return st;
+}
+
+/* rank 0's model to every rank (after an agreed success) */
+static int bcast_model(risk_model *md, int rank)
+{
+    double hdr[6] = {md->d, md->gauss, (double)md->P, md->p, md->a, md->b};
+    MPI_Bcast(hdr, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(md->family, sizeof md->family, MPI_CHAR, 0, MPI_COMM_WORLD);
+    const int d = (int)hdr[0];
+    md->d = d, md->gauss = (int)hdr[1], md->P = (int64_t)hdr[2], md->p = hdr[3], md->a = hdr[4], md->b = hdr[5];
+    if (rank != 0) {
+        md->mu = malloc((size_t)d * sizeof(double));
+        md->gamma = malloc((size_t)d * sizeof(double));
+        md->sigma = malloc((size_t)d * (size_t)d * sizeof(double));
+    }
+    int st = ghf_agree(MPI_COMM_WORLD, !md->mu || !md->gamma || !md->sigma ? GHF_EXIT_RUNTIME : 0, NULL, 0);
+    if (st) return st;
+    MPI_Bcast(md->mu, d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(md->gamma, d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(md->sigma, d * d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+/* VaR/ES of this rank's portfolios (rows of w, n x d) into var/es [n][K];
+ * returns the worst law status (uni1d.h) and the first row (global) with it */
+static int risk_compute(const risk_model *md, const risk_opts *o, const double *w, int64_t n, int64_t row0,
+                        double *var, double *es, int64_t *bad_row)
+{
+    ghf_uni_mix mx;
+    ghf_uni_mix_init(&mx, md->gauss, md->p, md->a, md->b);
+    ghf_uni_plan *pl = ghf_uni_plan_new(&mx, o->K, o->alpha, (size_t)md->P); /* the global count: same bits */
+    if (!pl) return -1;
+    const int d = md->d, K = o->K;
+    int worst = GHF_UNI_OK;
+    int64_t first = -1;
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t i = 0; i < n; i++) {
+        const double *wi = w + i * d;
+        double m = 0.0, g = 0.0, s2 = 0.0;
+        for (int j = 0; j < d; j++) {
+            double t = 0.0;
+            for (int k = 0; k < d; k++) t += md->sigma[(size_t)j * d + k] * wi[k];
+            m -= wi[j] * md->mu[j];
+            g -= wi[j] * md->gamma[j];
+            s2 += wi[j] * t;
+        }
+        int stk[RISK_MAX_ALPHA];
+        ghf_uni_plan_eval(pl, m, g, sqrt(s2 > 0.0 ? s2 : 0.0), var + i * K, es + i * K, stk);
+        int ws = GHF_UNI_OK;
+        for (int k = 0; k < K; k++)
+            if (stk[k] == GHF_UNI_EDOM || (stk[k] == GHF_UNI_EACC && ws != GHF_UNI_EDOM) ||
+                (stk[k] == GHF_UNI_INF && ws == GHF_UNI_OK))
+                ws = stk[k];
+        if (ws != GHF_UNI_OK) {
+#pragma omp critical(ghf_risk_status)
+            {
+                const int rank_ws = ws == GHF_UNI_EDOM ? 3 : ws == GHF_UNI_EACC ? 2 : 1;
+                const int rank_w = worst == GHF_UNI_EDOM ? 3 : worst == GHF_UNI_EACC ? 2 : worst == GHF_UNI_INF ? 1 : 0;
+                if (rank_ws > rank_w || (rank_ws == rank_w && row0 + i < first)) {
+                    worst = ws;
+                    first = row0 + i;
+                }
+            }
+        }
+    }
+    ghf_uni_plan_free(pl);
+    *bad_row = first;
+    return worst;
+}
+
+static int severity(int s) { return s == GHF_UNI_EDOM ? 3 : s == GHF_UNI_EACC ? 2 : s == GHF_UNI_INF ? 1 : 0; }
+
+/* the note on the file (and a warning) for the worst status over all ranks */
+static void risk_note(int sev, int64_t row, char *note, size_t len)
+{
+    note[0] = '\0';
+    if (sev == 3)
+        snprintf(note, len, "some portfolios have no law (NaN values; first: row %lld)", (long long)row);
+    else if (sev == 2)
+        snprintf(note, len, "some values missed the 1e-11 tolerance of the quadrature (best estimates kept; first: "
+                 "row %lld)", (long long)row);
+    else if (sev == 1)
+        snprintf(note, len, "ES is +inf where the loss's tail has no mean (first: row %lld)", (long long)row);
+}
+
+/* Everything after the checks: read the shards, compute, gather to rank 0, write. */
+static int risk_run(const risk_opts *o, const risk_model *md, int rank, int size, char *err, size_t errlen)
+{
+    ghf_shard sh;
+    const ghf_read_opts ro = {o->wfile, o->wdset, 0, -1, 0, 0, 0};
+    int st = ghf_h5_read_shard(MPI_COMM_WORLD, &ro, &sh, err, errlen);
+    if (st) {
+        char *hint = strstr(err, "; use --drop-nonfinite");
+        if (hint) snprintf(hint, errlen - (size_t)(hint - err), " (non-finite weights)");
+        return st;
+    }
+    const int K = o->K;
+    double *var = malloc((size_t)(sh.nrows > 0 ? sh.nrows : 1) * K * sizeof(double));
+    double *es = malloc((size_t)(sh.nrows > 0 ? sh.nrows : 1) * K * sizeof(double));
+    int64_t bad_row = -1;
+    int ws = var && es ? risk_compute(md, o, sh.x, sh.nrows, sh.row0, var, es, &bad_row) : -1;
+    ghf_shard_free(&sh);
+    if (ws < 0) snprintf(err, errlen, "out of memory");
+    st = ghf_agree(MPI_COMM_WORLD, ws < 0 ? GHF_EXIT_RUNTIME : 0, err, errlen);
+    /* the worst status and its first row over the ranks */
+    int sev = ws < 0 ? 0 : severity(ws), gsev = 0;
+    MPI_Allreduce(&sev, &gsev, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    long long lr = sev == gsev && bad_row >= 0 ? (long long)bad_row : LLONG_MAX, grow = LLONG_MAX;
+    MPI_Allreduce(&lr, &grow, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    /* gather [P][K] to rank 0 (block ranges: rank r holds rows ghf_block_range(P, r)) */
+    int *cnt = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL, *dsp = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL;
+    double *allv = rank == 0 ? malloc((size_t)(md->P * K) * sizeof(double)) : NULL;
+    double *alle = rank == 0 ? malloc((size_t)(md->P * K) * sizeof(double)) : NULL;
+    if (!st) st = ghf_agree(MPI_COMM_WORLD, rank == 0 && (!cnt || !dsp || !allv || !alle) ? GHF_EXIT_RUNTIME : 0, err, errlen);
+    if (!st) {
+        for (int r = 0; rank == 0 && r < size; r++) {
+            int64_t r0, nr;
+            ghf_block_range(md->P, r, size, &r0, &nr);
+            cnt[r] = (int)(nr * K), dsp[r] = (int)(r0 * K);
+        }
+        int64_t r0, nr;
+        ghf_block_range(md->P, rank, size, &r0, &nr);
+        MPI_Gatherv(var, (int)(nr * K), MPI_DOUBLE, allv, cnt, dsp, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        MPI_Gatherv(es, (int)(nr * K), MPI_DOUBLE, alle, cnt, dsp, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    }
+    if (st) goto done;
+    if (rank == 0) {
+        char note[256];
+        risk_note(gsev, (int64_t)grow, note, sizeof note);
+        if (note[0]) fprintf(stderr, "ghfit: warning: %s\n", note);
+        const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0};
+        const ghf_risk_file rf = {&meta, o->model, o->fit, md->family, o->wfile, o->wdset, md->P, md->d, K,
+                                  o->alpha, allv, alle, note[0] ? note : NULL};
+        st = ghf_h5_write_risk(o->out, &rf, err, errlen);
+    }
+    ghf_bcast_status(MPI_COMM_WORLD, &st, err, errlen); /* rank 0's write */
+done:
+    free(var), free(es), free(cnt), free(dsp), free(allv), free(alle);
+    return st;
+}
+
+int ghf_cmd_risk(int argc, char **argv)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    risk_opts o;
+    int st = risk_parse(argc, argv, &o);
+    if (st < 0) {
+        if (rank == 0) risk_usage(stdout);
+        return GHF_EXIT_OK;
+    }
+    if (st) return st;
+    risk_model md;
+    memset(&md, 0, sizeof md);
+    char err[16384] = "";
+    if (rank == 0) st = risk_check(&o, &md, err, sizeof err);
+    st = ghf_agree(MPI_COMM_WORLD, st, err, sizeof err);
+    if (!st) st = bcast_model(&md, rank);
+    if (!st) st = risk_run(&o, &md, rank, size, err, sizeof err);
+    if (st) ghf_error0("%s", err[0] ? err : "risk failed");
+    free(md.mu), free(md.gamma), free(md.sigma);
+    return st;
+}

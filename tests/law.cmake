@@ -1,0 +1,7 @@
+# The univariate laws of a fit (src/law/uni1d.c): cdf, quantiles, VaR, ES
+# against 40-digit mpmath references (tests/data/uni1d_ref.csv).
+ghf_unit_test(NAME test_uni1d SOURCES tests/test_uni1d.c LABELS law TIMEOUT 120)
+# ghfit risk: 1-3 ranks give the same bits, the file's layout, bad input on 2 ranks
+add_test(NAME cli_risk COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_risk.sh $<TARGET_FILE:ghfit>
+         ${CMAKE_BINARY_DIR}/work/cli_risk)
+set_tests_properties(cli_risk PROPERTIES LABELS "cli;law;mpi" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
