@@ -162,19 +162,24 @@ int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void 
                 for (size_t i = 0; i < n; i++) u[i] = clamp01(gsl_interp_eval(ip, kx, ku, xs[i], acc));
                 gsl_interp_accel_free(acc);
             }
-            /* the interpolation's error at midpoints of up to 256 intervals */
-            const size_t nc = m - 1 < 256 ? m - 1 : 256;
+            /* the interpolation's error at the middle sample point of up to 256
+             * knot intervals that hold sample points */
+            size_t *gap = malloc((m - 1) * sizeof *gap), ng = 0;
+            for (size_t j = 0; gap && j + 1 < m; j++)
+                if (rk[j + 1] > rk[j] + 1) gap[ng++] = j;
+            const size_t nc = ng < 256 ? ng : 256;
             double err = 0.0;
-            int bad = 0;
+            int bad = !gap;
 #pragma omp parallel for schedule(dynamic, 4) reduction(max : err) reduction(| : bad)
             for (size_t c = 0; c < nc; c++) {
-                const size_t j = nc == m - 1 ? c : (size_t)((double)c * (double)(m - 2) / (double)(nc - 1));
-                const double xm = 0.5 * (kx[j] + kx[j + 1]);
+                const size_t j = gap[nc == ng ? c : (size_t)((double)c * (double)(ng - 1) / (double)(nc - 1))];
+                const double xm = xs[(rk[j] + rk[j + 1]) / 2];
                 double ex;
                 int s = f(ctx, xm, &ex);
                 if (s && s != GHF_UNI_EACC) bad |= 1;
-                else err = fmax(err, fabs(gsl_interp_eval(ip, kx, ku, xm, NULL) - ex));
+                else err = fmax(err, fabs(clamp01(gsl_interp_eval(ip, kx, ku, xm, NULL)) - ex));
             }
+            free(gap);
             st = bad;
             *maxerr = err;
         }
@@ -196,6 +201,12 @@ double ghf_ncx2_cdf(double x, double k, double lambda)
     if (!isfinite(x)) return 1.0;
     const double z = 0.5 * x, a0 = 0.5 * k, h = 0.5 * lambda;
     if (!(h > 0.0)) return gsl_cdf_chisq_P(x, k);
+    {   /* Birge (2001, Lemma 8.1): P(X <= m - 2 sqrt(v s)) and P(X >= m + 2 sqrt(v s) + 2 s) are at
+         * most e^-s, m = k + lambda, v = k + 2 lambda; s = 60 (e^-60 < 1e-26) */
+        const double m = k + lambda, r = 2.0 * sqrt((k + 2.0 * lambda) * 60.0);
+        if (x <= m - r) return 0.0;
+        if (x >= m + r + 120.0) return 1.0;
+    }
     /* P(a+1, z) = P(a, z) - z^a e^-z / Gamma(a+1) (regularised lower incomplete
      * gamma); Poisson(h) weights from their mode outwards */
     const double k0 = floor(h), width = 12.0 * sqrt(h) + 30.0, lz = log(z);
@@ -213,13 +224,18 @@ double ghf_ncx2_cdf(double x, double k, double lambda)
     w = w0;
     for (double j = k0; j > 0.0 && j > k0 - width; j--) { /* downwards */
         P += exp((a0 + j - 1.0) * lz - z - lgamma(a0 + j));
-        if (P > 1.0) P = 1.0;
+        if (P >= 1.0 - 1e-16) { /* every lower index has P = 1: their Poisson mass */
+            sum += gsl_cdf_poisson_P((unsigned)(j - 1.0), h);
+            break;
+        }
         w *= j / h;
         sum += w * P;
         if (w < 1e-25) break;
     }
     return clamp01(sum);
 }
+
+#define GOF_LW_MIN (-57.5)
 
 typedef struct radial_arg {
     const ghf_radial_law *R;
@@ -231,7 +247,7 @@ static double radial_integrand(double v, void *par)
     const radial_arg *A = par;
     const ghf_uni_mix *mx = A->R->mix;
     const double y = mx->ysc * exp(v), lw = ghf_uni_mix_logdens(mx, v);
-    if (!isfinite(lw) || lw < -745.0) return 0.0;
+    if (!(lw > GOF_LW_MIN)) return 0.0; /* density below 1e-25: at most ~1e-23 of mass in all */
     return exp(lw) * ghf_ncx2_cdf(A->t / y, A->R->d, y * A->R->delta2);
 }
 

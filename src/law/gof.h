@@ -11,7 +11,9 @@
  * integral over v = log Y - t0 against the subordinator's density
  * (ghf_uni_mix_logdens); the noncentral chi-square cdf is its Poisson mixture
  * of central ones, summed over the Poisson indices within
- * mean +- (12 sqrt(mean) + 30), whose omitted mass is below 1e-25.
+ * mean +- (12 sqrt(mean) + 30) (omitted mass below 1e-25), and 0 or 1 outright
+ * beyond Birge's exponential bounds at e^-60; subordinator densities below
+ * 1e-25 are dropped from the integral.
  *
  * The p-values are asymptotic and take the parameters as known: a fit's own
  * data give larger p-values than uniform (the fit was tuned to them). */
@@ -43,9 +45,10 @@ typedef int (*ghf_gof_cdf_fn)(const void *ctx, double x, double *u);
 
 /* u[i] = F(xs[i]) for xs sorted ascending.  n <= nexact: every value exact.
  * Otherwise exact at nknots order statistics (ranks spread evenly, first and
- * last included) and Steffen's monotone cubic in between; *maxerr is the
- * largest |interpolated - exact| at the midpoints of up to 256 knot
- * intervals (0 when all are exact).  OpenMP over the knots.  0, or nonzero
+ * last included, and the 32 extreme ones at each end) and Steffen's monotone
+ * cubic in between; *maxerr is the largest |interpolated - exact| at the
+ * middle sample point of up to 256 knot intervals that hold sample points
+ * (0 when all are exact).  OpenMP over the knots.  0, or nonzero
  * when a cdf call failed or memory ran out. */
 int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, size_t nexact,
                        size_t nknots, double *u, double *maxerr);
