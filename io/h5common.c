@@ -185,11 +185,7 @@ static void *mem_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *
 static herr_t mem_free(void *ptr, H5FD_file_image_op_t op, void *ud)
 {
     ghf__memfile *m = (ghf__memfile *)ud;
-    /* the last close is the file's: H5Fcreate first opens an existing file
-     * of that name tentatively (its old image, closed again), so an earlier
-     * kept image is dropped, never saved in place of the new one */
-    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf) {
-        if (m->kept != ptr) free(m->kept);
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == m->buf && !m->kept) {
         m->kept = ptr;
         m->kept_size = m->size;
     } else {

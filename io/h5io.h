@@ -317,23 +317,10 @@ typedef struct ghf_fit_law {
  * 1: out of memory.  On failure nothing is left to free. */
 int  ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
 void ghf_fit_law_free(ghf_fit_law *law);
+
 /* ---------------------------------------------------------------------------
- * Using a fit (io/h5risk.c): its parameters, and the file `ghfit risk` writes.
+ * The file `ghfit risk` writes (io/h5risk.c)
  * ------------------------------------------------------------------------- */
-
-/* The fitted law of /fits/<name> (arrays malloc'd; ghf_fit_params_free). */
-typedef struct ghf_fit_params {
-    char family[16];
-    char status[256];
-    int d;
-    double *mu, *gamma, *sigma; /* d, d, d*d (row-major) */
-    double p, a, b;             /* NaN for gauss */
-} ghf_fit_params;
-
-/* Serial, any process.  2 with a message naming path:/fits/<name> when the
- * group, its family attribute or a parameter is missing or malformed. */
-int  ghf_h5_read_fit_params(const char *path, const char *name, ghf_fit_params *out, char *err, size_t errlen);
-void ghf_fit_params_free(ghf_fit_params *fp);
 
 /* What `ghfit risk` writes (docs/output-schema.md, "Risk files"). */
 typedef struct ghf_risk_file {

@@ -189,6 +189,173 @@ static int row_finite(const char *x, size_t esz, int64_t i, int d)
     return ok;
 }
 
+/* What a rank reads: the window, its rows, pieces and element layout. */
+typedef struct shard_plan {
+    const char *path, *dn;
+    ghf__dsinfo info;
+    int64_t w0, wn, row0, nrows, piece_rows, n_pieces, row_bytes;
+    int d, keep, direct, rank;
+    size_t esz;
+} shard_plan;
+
+/* Collective open and read of the plan's rows into x (tmp: a piece of file
+ * elements to convert, when not direct).  0, or 2 (agreed) with err set;
+ * closes what it opened. */
+static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, char *err, size_t errlen)
+{
+    const char *path = sp->path, *dn = sp->dn;
+    const int d = sp->d, rank = sp->rank, direct = sp->direct, keep = sp->keep, es = sp->info.size;
+    const size_t esz = sp->esz;
+    const int64_t w0 = sp->w0, row0 = sp->row0, nrows = sp->nrows, piece_rows = sp->piece_rows,
+                  n_pieces = sp->n_pieces;
+    int st = 0;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, 1);
+    H5Pset_file_locking(fapl, 1, 1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    hid_t ds = -1;
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s:%s: cannot open the file with the MPI-IO driver (rank %d)", path, dn, rank);
+        st = 2;
+    } else {
+        ds = H5Dopen2(f, dn, H5P_DEFAULT);
+        if (ds < 0) {
+            ghf__seterr(err, errlen, "%s:%s: cannot open the dataset with the MPI-IO driver (rank %d)",
+                        path, dn, rank);
+            st = 2;
+        }
+    }
+    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
+        if (ds >= 0) H5Dclose(ds);
+        if (f >= 0) H5Fclose(f);
+        return st;
+    }
+    hid_t ftype = H5Dget_type(ds);
+    hid_t mtype = keep ? H5Tcopy(H5T_NATIVE_FLOAT) : H5Tget_native_type(ftype, H5T_DIR_ASCEND);
+    hid_t fspace = H5Dget_space(ds);
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    int64_t bad_lo = -1, bad_hi = -1;
+    double dummy = 0.0;
+    for (int64_t p = 0; p < n_pieces; p++) {
+        int64_t lr0 = p * piece_rows;
+        int64_t cnt = lr0 < nrows ? (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows) : 0;
+        hid_t mspace;
+        void *buf;
+        if (cnt > 0) {
+            hsize_t start[2] = {(hsize_t)(w0 + row0 + lr0), 0};
+            hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
+            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
+            mspace = H5Screate_simple(2, count, NULL);
+            buf = direct ? (void *)(x + (size_t)(lr0 * d) * esz) : tmp;
+        } else {
+            hsize_t one = 1;
+            H5Sselect_none(fspace);
+            mspace = H5Screate_simple(1, &one, NULL);
+            H5Sselect_none(mspace);
+            buf = &dummy;
+        }
+        herr_t r = H5Dread(ds, mtype, mspace, fspace, dxpl, buf);
+        H5Sclose(mspace);
+        ghf__h5_record_io_mode(dxpl);
+        if (r < 0) {
+            if (bad_lo < 0) bad_lo = w0 + row0 + lr0;
+            bad_hi = w0 + row0 + lr0 + cnt;
+        } else if (cnt > 0 && !direct) {
+            to_double((double *)x + lr0 * d, tmp, cnt * d, sp->info.cls, es);
+        }
+    }
+    ghf__h5_set_last_n_pieces((int)n_pieces);
+    H5Pclose(dxpl);
+    H5Sclose(fspace);
+    H5Tclose(mtype);
+    H5Tclose(ftype);
+    H5Dclose(ds);
+    H5Fclose(f);
+    if (bad_lo >= 0) {
+        ghf__seterr(err, errlen, "%s:%s: reading rows [%" PRId64 ", %" PRId64 ") failed (file truncated or corrupt?)",
+                    path, dn, bad_lo, bad_hi);
+        st = 2;
+    }
+    return ghf__agree(comm, st, err, errlen);
+}
+
+/* The shard's non-finite rows: an error (agreed), or dropped, or kept
+ * (o->drop_nonfinite 0, 1, 2); fills sh and takes x.  0 or 2. */
+static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_plan *sp, char *x, ghf_shard *sh,
+                            char *err, size_t errlen)
+{
+    const char *path = sp->path, *dn = sp->dn;
+    const int d = sp->d, es = sp->info.size;
+    const size_t esz = sp->esz;
+    const int64_t w0 = sp->w0, wn = sp->wn, row0 = sp->row0;
+    int64_t nrows = sp->nrows;
+    int64_t nbad = 0, first = INT64_MAX;
+#pragma omp parallel for schedule(static) reduction(+ : nbad) reduction(min : first)
+    for (int64_t i = 0; i < nrows; i++) {
+        const int ok = row_finite(x, esz, i, d);
+        if (!ok) {
+            nbad++;
+            if (w0 + row0 + i < first) first = w0 + row0 + i;
+        }
+    }
+    int64_t loc[1] = {nbad}, glob_bad = 0, glob_first = INT64_MAX;
+    MPI_Allreduce(loc, &glob_bad, 1, MPI_INT64_T, MPI_SUM, comm);
+    MPI_Allreduce(&first, &glob_first, 1, MPI_INT64_T, MPI_MIN, comm);
+
+    sh->d = d;
+    sh->file_dtype_bits = (sp->info.cls == 0) ? 8 * es : (es <= 4 ? 32 : 64);
+    if (glob_bad > 0 && !o->drop_nonfinite) {
+        free(x);
+        ghf__seterr(err, errlen,
+                    "%s:%s: %" PRId64 " %s non-finite values (first at row %" PRId64 "); use --drop-nonfinite to skip them",
+                    path, dn, glob_bad, glob_bad == 1 ? "row contains" : "rows contain", glob_first);
+        return 2; /* same on every rank: derived from reduced values */
+    }
+    if (glob_bad > 0 && o->drop_nonfinite == 1) {
+        int64_t k = 0;
+        const size_t rb = (size_t)d * esz;
+        for (int64_t i = 0; i < nrows; i++) {
+            if (row_finite(x, esz, i, d)) {
+                if (k != i) memmove(x + (size_t)k * rb, x + (size_t)i * rb, rb);
+                k++;
+            }
+        }
+        nrows = k;
+        if (nrows == 0) {
+            free(x);
+            x = NULL;
+        } else {
+            char *nx = (char *)realloc(x, (size_t)nrows * (size_t)d * esz);
+            if (nx) x = nx;
+        }
+        int64_t kept = 0;
+        MPI_Allreduce(&nrows, &kept, 1, MPI_INT64_T, MPI_SUM, comm);
+        if (kept == 0) {
+            free(x);
+            ghf__seterr(err, errlen, "%s:%s: all %" PRId64 " rows contain non-finite values", path, dn, wn);
+            return 2;
+        }
+        sh->n_global = kept;
+        sh->row0 = -1;
+        sh->n_dropped = glob_bad;
+    } else {
+        sh->n_global = wn;
+        sh->row0 = row0;
+        sh->n_dropped = 0;
+    }
+    sh->nrows = nrows;
+    if (sp->keep)
+        sh->x32 = nrows > 0 ? (float *)x : NULL;
+    else
+        sh->x = nrows > 0 ? (double *)x : NULL;
+    if (nrows == 0) free(x);
+    return 0;
+}
+
+
 static int read_shard(MPI_Comm comm, const ghf_read_opts *o, int keep_f32, ghf_shard *out, char *err,
                       size_t errlen)
 {
@@ -275,147 +442,15 @@ static int read_shard(MPI_Comm comm, const ghf_read_opts *o, int keep_f32, ghf_s
         return st;
     }
 
-    /* --- collective open and read -------------------------------------------- */
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
-    H5Pset_all_coll_metadata_ops(fapl, 1);
-    H5Pset_file_locking(fapl, 1, 1);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    hid_t ds = -1;
-    if (f < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot open the file with the MPI-IO driver (rank %d)", path, dn, rank);
-        st = 2;
-    } else {
-        ds = H5Dopen2(f, dn, H5P_DEFAULT);
-        if (ds < 0) {
-            ghf__seterr(err, errlen, "%s:%s: cannot open the dataset with the MPI-IO driver (rank %d)",
-                        path, dn, rank);
-            st = 2;
-        }
-    }
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        if (ds >= 0) H5Dclose(ds);
-        if (f >= 0) H5Fclose(f);
+    const shard_plan sp = {path, dn, info, w0, wn, row0, nrows, piece_rows, n_pieces, row_bytes, d, keep, direct,
+                           rank, esz};
+    if ((st = read_pieces(comm, &sp, x, tmp, err, errlen)) != 0) {
         free(x);
         free(tmp);
         return st;
     }
-
-    hid_t ftype = H5Dget_type(ds);
-    hid_t mtype = keep ? H5Tcopy(H5T_NATIVE_FLOAT) : H5Tget_native_type(ftype, H5T_DIR_ASCEND);
-    hid_t fspace = H5Dget_space(ds);
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-    int64_t bad_lo = -1, bad_hi = -1;
-    double dummy = 0.0;
-    for (int64_t p = 0; p < n_pieces; p++) {
-        int64_t lr0 = p * piece_rows;
-        int64_t cnt = lr0 < nrows ? (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows) : 0;
-        hid_t mspace;
-        void *buf;
-        if (cnt > 0) {
-            hsize_t start[2] = {(hsize_t)(w0 + row0 + lr0), 0};
-            hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
-            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
-            mspace = H5Screate_simple(2, count, NULL);
-            buf = direct ? (void *)(x + (size_t)(lr0 * d) * esz) : tmp;
-        } else {
-            hsize_t one = 1;
-            H5Sselect_none(fspace);
-            mspace = H5Screate_simple(1, &one, NULL);
-            H5Sselect_none(mspace);
-            buf = &dummy;
-        }
-        herr_t r = H5Dread(ds, mtype, mspace, fspace, dxpl, buf);
-        H5Sclose(mspace);
-        ghf__h5_record_io_mode(dxpl);
-        if (r < 0) {
-            if (bad_lo < 0) bad_lo = w0 + row0 + lr0;
-            bad_hi = w0 + row0 + lr0 + cnt;
-        } else if (cnt > 0 && !direct) {
-            to_double((double *)x + lr0 * d, tmp, cnt * d, info.cls, es);
-        }
-    }
-    ghf__h5_set_last_n_pieces((int)n_pieces);
-    H5Pclose(dxpl);
-    H5Sclose(fspace);
-    H5Tclose(mtype);
-    H5Tclose(ftype);
-    H5Dclose(ds);
-    H5Fclose(f);
     free(tmp);
-    if (bad_lo >= 0) {
-        ghf__seterr(err, errlen, "%s:%s: reading rows [%" PRId64 ", %" PRId64 ") failed (file truncated or corrupt?)",
-                    path, dn, bad_lo, bad_hi);
-        st = 2;
-    }
-    if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
-        free(x);
-        return st;
-    }
-
-    /* --- non-finite rows ------------------------------------------------------ */
-    int64_t nbad = 0, first = INT64_MAX;
-#pragma omp parallel for schedule(static) reduction(+ : nbad) reduction(min : first)
-    for (int64_t i = 0; i < nrows; i++) {
-        const int ok = row_finite(x, esz, i, d);
-        if (!ok) {
-            nbad++;
-            if (w0 + row0 + i < first) first = w0 + row0 + i;
-        }
-    }
-    int64_t loc[1] = {nbad}, glob_bad = 0, glob_first = INT64_MAX;
-    MPI_Allreduce(loc, &glob_bad, 1, MPI_INT64_T, MPI_SUM, comm);
-    MPI_Allreduce(&first, &glob_first, 1, MPI_INT64_T, MPI_MIN, comm);
-
-    sh.d = d;
-    sh.file_dtype_bits = (info.cls == 0) ? 8 * es : (es <= 4 ? 32 : 64);
-    if (glob_bad > 0 && !o->drop_nonfinite) {
-        free(x);
-        ghf__seterr(err, errlen,
-                    "%s:%s: %" PRId64 " %s non-finite values (first at row %" PRId64 "); use --drop-nonfinite to skip them",
-                    path, dn, glob_bad, glob_bad == 1 ? "row contains" : "rows contain", glob_first);
-        return 2; /* same on every rank: derived from reduced values */
-    }
-    if (glob_bad > 0 && o->drop_nonfinite == 1) {
-        int64_t k = 0;
-        const size_t rb = (size_t)d * esz;
-        for (int64_t i = 0; i < nrows; i++) {
-            if (row_finite(x, esz, i, d)) {
-                if (k != i) memmove(x + (size_t)k * rb, x + (size_t)i * rb, rb);
-                k++;
-            }
-        }
-        nrows = k;
-        if (nrows == 0) {
-            free(x);
-            x = NULL;
-        } else {
-            char *nx = (char *)realloc(x, (size_t)nrows * (size_t)d * esz);
-            if (nx) x = nx;
-        }
-        int64_t kept = 0;
-        MPI_Allreduce(&nrows, &kept, 1, MPI_INT64_T, MPI_SUM, comm);
-        if (kept == 0) {
-            free(x);
-            ghf__seterr(err, errlen, "%s:%s: all %" PRId64 " rows contain non-finite values", path, dn, wn);
-            return 2;
-        }
-        sh.n_global = kept;
-        sh.row0 = -1;
-        sh.n_dropped = glob_bad;
-    } else {
-        sh.n_global = wn;
-        sh.row0 = row0;
-        sh.n_dropped = 0;
-    }
-    sh.nrows = nrows;
-    if (keep)
-        sh.x32 = nrows > 0 ? (float *)x : NULL;
-    else
-        sh.x = nrows > 0 ? (double *)x : NULL;
-    if (nrows == 0) free(x);
+    if ((st = finish_nonfinite(comm, o, &sp, x, &sh, err, errlen)) != 0) return st;
     *out = sh;
     return 0;
 }

@@ -112,5 +112,28 @@ bad "p is fixed by the family" fit --data data.h5 --model nig --p-fixed 1 --out 
 bad "unknown model 'frobnic'.*gh" fit --data data.h5 --model frobnic --out bad.h5
 printf 'data: data.h5\nout: bad.h5\nfamily: [nig, skewt]\n' > badfam.yaml
 bad "badfam.yaml.*family: unknown family 'skewt'" run badfam.yaml
+# generate draws from every family of the table; a fit of the same family
+# recovers its gauge-free subordinator (p; sqrt(ab) where both are free)
+gen_fit() { # family p-expected tol-p generate-args...
+  local fam=$1 pe=$2 tol=$3; shift 3
+  "$G" generate --model $fam --dim 2 --n 40000 --seed 9 --out g_$fam.h5 "$@" > /dev/null
+  mpirun -np 2 "$G" fit --data g_$fam.h5 --model $fam --out gf_$fam.h5 --quiet --max-iter 3000
+  local p; p=$("$H" gf_$fam.h5 /fits/$fam/params/p)
+  if [ "$fam" = gauss ]; then
+    [ "$p" = nan ] || [ "$p" = NaN ] || { echo "  FAIL: gauss p = $p"; fail=1; }
+    echo "ok   generate gauss, fit gauss"
+    return
+  fi
+  relcheck "$p" "$pe" "$tol" > /dev/null && echo "ok   generate $fam, fit $fam: p $p (drawn with $pe)" ||
+    { echo "  FAIL: generate $fam, fit $fam: p $p, drawn with $pe"; fail=1; }
+}
+gen_fit hyp 1.5 0 --a 1 --b 1
+gen_fit vg 2 0.1 --p 2 --a 1
+gen_fit t -2.5 0.1 --p -2.5 --b 2
+gen_fit gauss nan 0
+bad "vg has b = 0" generate --model vg --b 1 --dim 2 --n 10 --seed 1 --out bad.h5
+bad "t needs .*p < 0" generate --model t --p 1 --dim 2 --n 10 --seed 1 --out bad.h5
+bad "gauss has no subordinator" generate --model gauss --a 1 --dim 2 --n 10 --seed 1 --out bad.h5
+bad "hyp has p = 1.5 at --dim 2" generate --model hyp --p 1 --dim 2 --n 10 --seed 1 --out bad.h5
 [ $fail -eq 0 ] && echo "fit_families: all passed" || echo "fit_families: FAILED"
 exit $fail

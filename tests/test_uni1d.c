@@ -31,7 +31,7 @@
 #define TOL_LP 1e-12
 #define MAXLAW 64
 #ifndef REF_MIN_LAWS
-#define REF_MIN_LAWS 3
+#define REF_MIN_LAWS 8
 #endif
 #define MAXPT 32
 

@@ -18,16 +18,19 @@
 static void gen_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpirun -np P ghfit generate --model gh|nig --dim D --n N --seed S --out DATA.h5 [options]\n"
+            "usage: mpirun -np P ghfit generate --model gh|hyp|nig|vg|t|gauss --dim D --n N --seed S --out DATA.h5 [options]\n"
             "  --dataset NAME     dataset to write (default /X)\n"
             "  --dtype T          float64 (default) or float32\n"
-            " model parameters (X | Y ~ N(mu + gamma Y, Y Sigma), Y ~ GIG(p, a, b)):\n"
+            " model parameters (X | Y ~ N(mu + gamma Y, Y Sigma), Y ~ GIG(p, a, b); vg: Gamma (b = 0),\n"
+            " t: inverse Gamma (a = 0), gauss: Y = 1):\n"
             "  --mu V             location: one value or D comma-separated values (default 0)\n"
             "  --gamma V          skewness: one value or D values (default 0.2, -0.1, 0.2, -0.1, ...)\n"
             "  --sigma V          diagonal of Sigma: one value or D values (default 1)\n"
             "  --rho R            equicorrelation of Sigma (default 0.3)\n"
-            "  --p P --a A --b B  GIG subordinator (defaults: gh p=-1 a=1 b=1; nig p=-0.5 a=1 b=1);\n"
+            "  --p P --a A --b B  subordinator (defaults: gh p=-1 a=1 b=1; nig p=-0.5; hyp p=(D+1)/2;\n"
+            "                     vg p=2 a=1 (b = 0); t p=-2 b=1 (a = 0; nu = -2p); gauss none);\n"
             "                     |p| <= 1e6, a and b in [1e-30, 1e30], sqrt(a*b) >= 1e-3 when |p| < 1\n"
+            "  --gamma 0          a symmetric law\n"
             "The rows depend on the seed only (each row has its own random stream), not on P.\n");
 }
 
@@ -54,6 +57,69 @@ static int check_gig(double p, double a, double b)
     if (fabs(p) < 1.0 && sqrt(a * b) < GEN_MIN_OMEGA_SMALL_P) {
         ghf_error0("--a/--b: sqrt(a*b) = %g is below %g, where the GIG sampler is unreliable for |p| < 1 "
                    "(raise a*b)", sqrt(a * b), GEN_MIN_OMEGA_SMALL_P);
+        return GHF_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The subordinator of family f from the family table: its fixed values
+ * and defaults filled in, the given ones checked.  0, or GHF_EXIT_USAGE
+ * with one message naming the option. */
+static int family_subordinator(ghf_family f, int d, int have_p, int have_a, int have_b, double *p, double *a,
+                               double *b)
+{
+    const ghf_family_def *fd = ghf_family_get(f);
+    const char *name = ghf_family_name(f);
+    switch (fd->sub) {
+    case GHF_SUB_GIG: {
+        const double fp = fd->family_p(d);
+        if (!isnan(fp)) {
+            if (have_p && *p != fp) {
+                ghf_error0("--p: %s has p = %g at --dim %d", name, fp, d);
+                return GHF_EXIT_USAGE;
+            }
+            *p = fp;
+        } else if (!have_p) {
+            *p = -1.0;
+        }
+        return check_gig(*p, *a, *b);
+    }
+    case GHF_SUB_GAMMA:
+        if (have_b) {
+            ghf_error0("--b: %s has b = 0 (a Gamma subordinator; leave --b out)", name);
+            return GHF_EXIT_USAGE;
+        }
+        if (!have_p) *p = 2.0;
+        *b = 0.0;
+        if (!(*p > 0.0 && *p <= GEN_MAX_ABS_P)) {
+            ghf_error0("--p: %s needs 0 < p <= %g (got %g)", name, GEN_MAX_ABS_P, *p);
+            return GHF_EXIT_USAGE;
+        }
+        break;
+    case GHF_SUB_INVGAMMA:
+        if (have_a) {
+            ghf_error0("--a: %s has a = 0 (an inverse-Gamma subordinator; leave --a out)", name);
+            return GHF_EXIT_USAGE;
+        }
+        if (!have_p) *p = -2.0;
+        *a = 0.0;
+        if (!(*p < 0.0 && *p >= -GEN_MAX_ABS_P)) {
+            ghf_error0("--p: %s needs -%g <= p < 0 (nu = -2p degrees of freedom; got %g)", name, GEN_MAX_ABS_P, *p);
+            return GHF_EXIT_USAGE;
+        }
+        break;
+    case GHF_SUB_NONE:
+        if (have_p || have_a || have_b) {
+            ghf_error0("--%s: %s has no subordinator (Y = 1)", have_p ? "p" : have_a ? "a" : "b", name);
+            return GHF_EXIT_USAGE;
+        }
+        *p = *a = *b = NAN;
+        return 0;
+    }
+    const double ab = fd->sub == GHF_SUB_GAMMA ? *a : *b;
+    if (!(ab >= GEN_MIN_AB_PARAM && ab <= GEN_MAX_AB_PARAM)) {
+        ghf_error0("--%s: %g is outside [%g, %g]", fd->sub == GHF_SUB_GAMMA ? "a" : "b", ab, GEN_MIN_AB_PARAM,
+                   GEN_MAX_AB_PARAM);
         return GHF_EXIT_USAGE;
     }
     return 0;
@@ -126,7 +192,7 @@ int ghf_cmd_generate(int argc, char **argv)
     MPI_Comm_size(comm, &size);
     const char *model = NULL, *out = NULL, *dataset = "/X", *dtype = "float64";
     const char *mu_s = NULL, *gamma_s = NULL, *sigma_s = NULL;
-    int d = 0, have_p = 0;
+    int d = 0, have_p = 0, have_a = 0, have_b = 0;
     int64_t n = -1, seed = -1;
     double rho = 0.3, p = 0, a = 1, b = 1;
     enum { O_MODEL = 256, O_DIM, O_N, O_SEED, O_OUT, O_DATASET, O_DTYPE, O_MU, O_GAMMA, O_SIGMA, O_RHO, O_P,
@@ -158,8 +224,8 @@ int ghf_cmd_generate(int argc, char **argv)
         case O_SEED: if (ghf_parse_int64(optarg, &seed) || seed < 0) bad = "--seed"; break;
         case O_RHO: if (ghf_parse_double(optarg, &rho) || rho <= -1.0 || rho >= 1.0) bad = "--rho"; break;
         case O_P: if (ghf_parse_double(optarg, &p)) bad = "--p"; have_p = 1; break;
-        case O_A: if (ghf_parse_double(optarg, &a) || !(a > 0)) bad = "--a"; break;
-        case O_B: if (ghf_parse_double(optarg, &b) || !(b > 0)) bad = "--b"; break;
+        case O_A: if (ghf_parse_double(optarg, &a) || !(a > 0)) bad = "--a"; have_a = 1; break;
+        case O_B: if (ghf_parse_double(optarg, &b) || !(b > 0)) bad = "--b"; have_b = 1; break;
         case O_HELP:
             if (rank == 0) gen_usage(stdout);
             return GHF_EXIT_OK;
@@ -173,10 +239,10 @@ int ghf_cmd_generate(int argc, char **argv)
         }
     }
     if (optind < argc) { ghf_error0("generate: unexpected argument '%s'", argv[optind]); return GHF_EXIT_USAGE; }
-    if (!model) { ghf_error0("generate: --model is required (gh or nig)"); return GHF_EXIT_USAGE; }
+    if (!model) { ghf_error0("generate: --model is required (%s)", ghf_family_list()); return GHF_EXIT_USAGE; }
     ghf_family fam;
-    if (ghf_family_parse(model, &fam) || (fam != GHF_FAMILY_GH && fam != GHF_FAMILY_NIG)) {
-        ghf_error0("--model: '%s' is not a model generate samples (gh or nig; `ghfit sample` draws from every family)", model);
+    if (ghf_family_parse(model, &fam)) {
+        ghf_error0("--model: '%s' is not a family (%s)", model, ghf_family_list());
         return GHF_EXIT_USAGE;
     }
     if (d < 1) { ghf_error0("generate: --dim is required"); return GHF_EXIT_USAGE; }
@@ -187,13 +253,7 @@ int ghf_cmd_generate(int argc, char **argv)
     if (strcmp(dtype, "float64") == 0) bits = 64;
     else if (strcmp(dtype, "float32") == 0) bits = 32;
     else { ghf_error0("--dtype: '%s' is not float64 or float32", dtype); return GHF_EXIT_USAGE; }
-    if (fam == GHF_FAMILY_NIG) {
-        if (have_p && p != -0.5) { ghf_error0("--p: NIG has p = -0.5"); return GHF_EXIT_USAGE; }
-        p = -0.5;
-    } else if (!have_p) {
-        p = -1.0;
-    }
-    int st = check_gig(p, a, b);
+    int st = family_subordinator(fam, d, have_p, have_a, have_b, &p, &a, &b);
     if (!st) st = check_size(n, d, size);
     if (st) return st;
 

@@ -168,8 +168,8 @@ static int choose_fit(risk_opts *o, char *err, size_t errlen)
 /* Rank 0: the fit's law (checked: a family ghfit knows, finite parameters in its domain) */
 static int read_model(const risk_opts *o, risk_model *md, char *err, size_t errlen)
 {
-    ghf_fit_params fp;
-    int st = ghf_h5_read_fit_params(o->model, o->fit, &fp, err, errlen);
+    ghf_fit_law fp;
+    int st = ghf_h5_read_fit_law(o->model, o->fit, &fp, err, errlen);
     if (st) return st;
     const int d = fp.d;
     md->d = d;
@@ -381,6 +381,9 @@ int ghf_cmd_risk(int argc, char **argv)
     if (!st) st = bcast_model(&md, rank);
     if (!st) st = risk_run(&o, &md, rank, size, err, sizeof err);
     if (st) ghf_error0("%s", err[0] ? err : "risk failed");
+    else
+        ghf_print0("wrote %s: VaR and ES of %lld portfolios at %d level%s under %s:/fits/%s (%s, d = %d)\n", o.out,
+                   (long long)md.P, o.K, o.K == 1 ? "" : "s", o.model, o.fit, md.family, md.d);
     free(md.mu), free(md.gamma), free(md.sigma);
     return st;
 }
