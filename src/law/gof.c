@@ -152,6 +152,9 @@ int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void 
         st = pit_exact(kx, m, f, ctx, ku);
     }
     if (!st && m >= 3) {
+        /* interpolate the probit Phi^-1(F) (close to linear or sqrt-like in
+         * the tails, where F itself is exponential or a power) */
+        for (size_t k = 0; k < m; k++) ku[k] = gsl_cdf_ugaussian_Pinv(fmin(fmax(ku[k], 1e-300), 1.0 - 0x1p-53));
         gsl_interp *ip = gsl_interp_alloc(gsl_interp_steffen, m);
         st = !ip || gsl_interp_init(ip, kx, ku, m) != GSL_SUCCESS;
         if (!st) {
@@ -159,7 +162,7 @@ int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void 
             {
                 gsl_interp_accel *acc = gsl_interp_accel_alloc();
 #pragma omp for schedule(static)
-                for (size_t i = 0; i < n; i++) u[i] = clamp01(gsl_interp_eval(ip, kx, ku, xs[i], acc));
+                for (size_t i = 0; i < n; i++) u[i] = gsl_cdf_ugaussian_P(gsl_interp_eval(ip, kx, ku, xs[i], acc));
                 gsl_interp_accel_free(acc);
             }
             /* the interpolation's error at the middle sample point of up to 256
@@ -177,7 +180,7 @@ int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void 
                 double ex;
                 int s = f(ctx, xm, &ex);
                 if (s && s != GHF_UNI_EACC) bad |= 1;
-                else err = fmax(err, fabs(clamp01(gsl_interp_eval(ip, kx, ku, xm, NULL)) - ex));
+                else err = fmax(err, fabs(gsl_cdf_ugaussian_P(gsl_interp_eval(ip, kx, ku, xm, NULL)) - ex));
             }
             free(gap);
             st = bad;

@@ -46,7 +46,7 @@ typedef int (*ghf_gof_cdf_fn)(const void *ctx, double x, double *u);
 /* u[i] = F(xs[i]) for xs sorted ascending.  n <= nexact: every value exact.
  * Otherwise exact at nknots order statistics (ranks spread evenly, first and
  * last included, and the 32 extreme ones at each end) and Steffen's monotone
- * cubic in between; *maxerr is the largest |interpolated - exact| at the
+ * cubic through the probits Phi^-1(F) in between; *maxerr is the largest |interpolated - exact| at the
  * middle sample point of up to 256 knot intervals that hold sample points
  * (0 when all are exact).  OpenMP over the knots.  0, or nonzero
  * when a cdf call failed or memory ran out. */
