@@ -385,6 +385,24 @@ typedef struct ghf_risk_file {
  * renames it into place.  0, or 1 with a message (nothing left behind). */
 int ghf_h5_write_risk(const char *path, const ghf_risk_file *r, char *err, size_t errlen);
 
+/* ---------------------------------------------------------------------------
+ * Small files of float64 arrays written by rank 0 (io/h5gof.c; `ghfit gof`).
+ * ------------------------------------------------------------------------- */
+typedef struct ghf_h5_array {
+    const char *name;      /* "margins/ks": intermediate groups are created */
+    int rank;              /* 0 (scalar) to 3 */
+    int64_t dims[3];
+    const double *v;
+    const char *desc;      /* its attribute "description" */
+} ghf_h5_array;
+
+/* Rank 0 only: root attributes ghfit_version, git_commit, created,
+ * command_line, n_ranks, content, then attrs; the arrays; built in memory,
+ * saved as "<path>.tmp.<pid>" and renamed into place.  0, or 1 with a message
+ * (nothing left behind). */
+int ghf_h5_write_arrays(const char *path, const ghf_out_meta *meta, const char *content, int n_attr,
+                        const ghf_h5_attr *attrs, int n_arr, const ghf_h5_array *arr, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

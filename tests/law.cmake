@@ -5,3 +5,10 @@ ghf_unit_test(NAME test_uni1d SOURCES tests/test_uni1d.c LABELS law TIMEOUT 120)
 add_test(NAME cli_risk COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_risk.sh $<TARGET_FILE:ghfit>
          ${CMAKE_BINARY_DIR}/work/cli_risk)
 set_tests_properties(cli_risk PROPERTIES LABELS "cli;law;mpi" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+# goodness of fit (src/law/gof.c): p-values, noncentral chi-square, radial law, interpolated PITs
+ghf_unit_test(NAME test_gof SOURCES tests/test_gof.c LABELS law TIMEOUT 120)
+target_link_libraries(test_gof PRIVATE PkgConfig::GSL)
+# ghfit gof: sampled data not rejected, t(3) data fitted as gauss rejected, 1 and 2 ranks, bad input
+add_test(NAME cli_gof COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_gof.sh $<TARGET_FILE:ghfit>
+         ${CMAKE_BINARY_DIR}/work/cli_gof)
+set_tests_properties(cli_gof PROPERTIES LABELS "cli;law;mpi" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")

@@ -156,6 +156,8 @@ static double mix_expG(double v, void *par)
     return exp(mix_G(mx, v));
 }
 
+double ghf_uni_mix_logdens(const ghf_uni_mix *mx, double v) { return mix_G(mx, v) - mx->lnc; }
+
 /* QAG with this module's tolerance; GSL's status (0: reached) and the error
  * estimate in *err. */
 static int uni_qag(gsl_function *F, double lo, double hi, gsl_integration_workspace *ws, double *res, double *err)

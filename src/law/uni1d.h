@@ -59,6 +59,10 @@ typedef struct ghf_uni_mix {
 /* gauss = 1 ignores p, a, b.  GHF_UNI_EDOM outside the domain above. */
 int ghf_uni_mix_init(ghf_uni_mix *mx, int gauss, double p, double a, double b);
 
+/* The log-density of v = log Y - t0 (its mass lies in [vlo0, vhi0] but for
+ * e^-80): what `ghfit gof` integrates its radial law against.  Not gauss. */
+double ghf_uni_mix_logdens(const ghf_uni_mix *mx, double v);
+
 /* One combination: L = m + g Y + s sqrt(Y) Z.  s > 0; s = 0 is accepted only
  * with g = 0 (the point mass at m, or m + g for gauss: what w = 0 gives). */
 typedef struct ghf_uni_law {

@@ -1,0 +1,104 @@
+/* gof.h - goodness of fit of a fitted law (`ghfit gof`): the statistics of
+ * probability-integral transforms (Kolmogorov-Smirnov, Anderson-Darling,
+ * Cramer-von Mises) with asymptotic p-values, PITs of sorted samples (exact,
+ * or interpolated between exact knots for large samples), and the law of the
+ * radial statistic q = (x - mu)' Sigma^-1 (x - mu) of a fitted mixture.
+ *
+ * The radial law: given Y = y, X - mu - gamma y ~ N(0, y Sigma), so q / y is
+ * a noncentral chi-square with d degrees of freedom and noncentrality
+ * y delta2, delta2 = gamma' Sigma^-1 gamma; F_q(t) = E_Y[F_ncx2(t/y; d, y delta2)]
+ * (gauss: Y = 1 and gamma = 0, q ~ chi2(d)).  The expectation is a GSL QAG
+ * integral over v = log Y - t0 against the subordinator's density
+ * (ghf_uni_mix_logdens); the noncentral chi-square cdf is its Poisson mixture
+ * of central ones, summed over the Poisson indices within
+ * mean +- (12 sqrt(mean) + 30) (omitted mass below 1e-25), and 0 or 1 outright
+ * beyond Birge's exponential bounds at e^-60; subordinator densities below
+ * 1e-25 are dropped from the integral.
+ *
+ * The p-values are asymptotic and take the parameters as known: a fit's own
+ * data give larger p-values than uniform (the fit was tuned to them). */
+#ifndef GHF_LAW_GOF_H
+#define GHF_LAW_GOF_H
+
+#include <stddef.h>
+
+#include "uni1d.h"
+
+typedef struct ghf_gof_stat {
+    double ks, ad, cvm;       /* D_n, A^2, W^2 */
+    double ks_p, ad_p, cvm_p; /* asymptotic upper-tail probabilities */
+} ghf_gof_stat;
+
+/* u sorted ascending, n >= 1; values are clamped to [1e-300, 1 - 1e-16]
+ * inside the logarithms of A^2. */
+void ghf_gof_stats(const double *u, size_t n, ghf_gof_stat *s);
+/* P(sqrt(n) D_n > ...) by Kolmogorov's limit with Stephens' correction
+ * lambda = (sqrt(n) + 0.12 + 0.11/sqrt(n)) D. */
+double ghf_gof_ks_pvalue(double D, size_t n);
+/* 1 - the limit cdf of A^2 (Marsaglia & Marsaglia 2004, "adinf"). */
+double ghf_gof_ad_pvalue(double A2);
+/* 1 - the limit cdf of W^2 (Anderson & Darling 1952, Bessel K_{1/4} series). */
+double ghf_gof_cvm_pvalue(double W2);
+
+/* A cdf: 0 on success (GHF_UNI_EACC is accepted as a value), else nonzero. */
+typedef int (*ghf_gof_cdf_fn)(const void *ctx, double x, double *u);
+
+/* u[i] = F(xs[i]) for xs sorted ascending.  n <= nexact: every value exact.
+ * Otherwise exact at nknots order statistics (ranks spread evenly, first and
+ * last included, and the 32 extreme ones at each end) and Steffen's monotone
+ * cubic through the probits Phi^-1(F) in between; *maxerr is the largest |interpolated - exact| at the
+ * middle sample point of up to 256 knot intervals that hold sample points
+ * (0 when all are exact).  OpenMP over the knots.  0, or nonzero
+ * when a cdf call failed or memory ran out. */
+int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, size_t nexact,
+                       size_t nknots, double *u, double *maxerr);
+
+/* The noncentral chi-square cdf P(chi2(k, lambda) <= x), k > 0, lambda >= 0. */
+double ghf_ncx2_cdf(double x, double k, double lambda);
+
+typedef struct ghf_radial_law {
+    const ghf_uni_mix *mix; /* gauss: Y = 1 */
+    int d;
+    double delta2;          /* gamma' Sigma^-1 gamma (0 for gauss) */
+} ghf_radial_law;
+
+/* P(q <= t); a ghf_gof_cdf_fn with ctx a ghf_radial_law. */
+int ghf_radial_cdf(const void *ctx, double t, double *out);
+/* t with P(q <= t) = prob in (0, 1) (Brent on the cdf). */
+int ghf_radial_quantile(const ghf_radial_law *R, double prob, double *out);
+
+
+/* ---------------------------------------------------------------------------
+ * The whole check of one fit on one sample (rank 0 of `ghfit gof`).
+ * -------------------------------------------------------------------------*/
+typedef struct ghf_gof_input {
+    int d, gauss;                       /* gauss: Y = 1, gamma taken as 0 */
+    const double *mu, *gamma, *sigma;   /* [d], [d], [d][d] */
+    double p, a, b;
+    const double *x;                    /* [n][d] row-major, finite */
+    size_t n;
+    int Q;                              /* QQ probabilities (i - 0.5)/Q, i = 1..Q */
+    size_t nexact, nknots;              /* ghf_gof_pit_sorted */
+    int want_pit;                       /* keep the PITs in row order */
+    void (*progress)(const char *what, int done, int total); /* or NULL */
+} ghf_gof_input;
+
+typedef struct ghf_gof_result {
+    double *ks, *ad, *cvm, *ks_p, *ad_p, *cvm_p; /* [d] */
+    double *qq;                         /* [d][Q][2]: (model quantile, sample quantile) */
+    double *pit;                        /* [n][d] or NULL */
+    ghf_gof_stat radial;
+    double *rqq;                        /* [Q][2] */
+    double *rpit;                       /* [n] or NULL */
+    double delta2;                      /* gamma' Sigma^-1 gamma */
+    double pit_err;                     /* largest interpolation error seen (0: all exact) */
+    int exact;                          /* 1: every PIT exact */
+    int n_eacc;                         /* quantiles that missed their tolerance */
+} ghf_gof_result;
+
+/* 0; 2 with a message (Sigma not positive definite, an invalid subordinator);
+ * 1 out of memory or a failed cdf.  On failure nothing is left to free. */
+int  ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, size_t errlen);
+void ghf_gof_result_free(ghf_gof_result *r);
+
+#endif /* GHF_LAW_GOF_H */
