@@ -191,7 +191,7 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
         ARR("radial/pit", 1, n, 0, 0, r->rpit, "the PIT of each row's radial statistic q under the fit");
     }
 #undef ARR
-    const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0};
+    const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0, NULL, NULL, 0};
     return ghf_h5_write_arrays(o->out, &meta, "gof", (int)(sizeof at / sizeof at[0]), at, k, a, err, errlen);
 }
 
@@ -250,7 +250,7 @@ int ghf_cmd_gof(int argc, char **argv)
         ghf_error0("%s", err);
         return st;
     }
-    const ghf_io_plan plan = {o.data, o.dataset, 0, -1, 0, size, NULL, o.out, GHF_PATH_RESULT, NULL, NULL, file};
+    const ghf_io_plan plan = {o.data, o.dataset, 0, -1, 0, size, NULL, o.out, GHF_PATH_RESULT, NULL, NULL, file, 0};
     int64_t n = 0, n_all = 0;
     int d = 0;
     st = ghf_io_check(MPI_COMM_WORLD, &plan, &n, &d, err, sizeof err);
