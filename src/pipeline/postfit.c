@@ -267,7 +267,7 @@ static int chain_backtest(post *q, const ghf_fit_spec *specs, const ghf_fit_reco
         arr[f] = (ghf_h5_array){nm[f], 2, {P, K, 0}, a + (size_t)f * PK, desc[f]};
     }
     int st = ghf_h5_out_put(w, NULL, 0, NULL, 6, arr, err, errlen);
-    if (!st && !q->j->quiet) {
+    if (!st) { /* printed like the fits' table, also when quiet */
         for (int p = 0; p < P && p < 8; p++)
             for (int k = 0; k < K; k++) {
                 const int e = p * K + k;
@@ -320,8 +320,7 @@ int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_r
         if (beat) beat(arg);
     }
     if (!st && j->risk_file && j->has_windows) {
-        if (!j->quiet)
-            printf("backtest (%s; next window's losses -w'x > VaR):\n%-36s %9s %7s %9s %11s %9s %9s %9s\n",
+        printf("backtest (%s; next window's losses -w'x > VaR):\n%-36s %9s %7s %9s %11s %9s %9s %9s\n",
                    j->risk_file, "chain", "portfolio", "alpha", "n", "exceedances", "expected", "kupiec_lr",
                    "p");
         for (int i = 0; !st && i < n; i++) {

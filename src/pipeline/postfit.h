@@ -21,7 +21,7 @@ int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t
 
 /* Rank 0 alone, once every fit is collected: the n fits' records (specs and
  * recs in the same order) -> risk groups, attributes and /backtest in w;
- * the backtest table on stdout (unless quiet).  beat(arg) is called between
+ * the backtest table on stdout (like the fits' table, also when quiet).  beat(arg) is called between
  * fits (the other ranks are waiting).  0, or 1 with a message. */
 int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_record *const *recs, int n,
                     ghf_h5_writer *w, void (*beat)(void *), void *arg, char *err, size_t errlen);
