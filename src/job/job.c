@@ -660,7 +660,12 @@ char *ghf_job_config_text(const ghf_job *j)
         sb_printf(&b, "risk: {portfolios: ");
         sb_quoted(&b, t);
         sb_printf(&b, ", alpha: [");
-        for (int i = 0; i < j->risk_n_alpha; i++) sb_printf(&b, "%s%.17g", i ? ", " : "", j->risk_alpha[i]);
+        for (int i = 0; i < j->risk_n_alpha; i++) { /* the shortest text that reads back the same */
+            char v[32];
+            for (int prec = 15; prec <= 17; prec++)
+                if (snprintf(v, sizeof v, "%.*g", prec, j->risk_alpha[i]), strtod(v, NULL) == j->risk_alpha[i]) break;
+            sb_printf(&b, "%s%s", i ? ", " : "", v);
+        }
         sb_printf(&b, "]}\n");
     }
     if (j->eval == GHF_JOB_EVAL_NEXT) sb_printf(&b, "eval: next\n");
