@@ -124,6 +124,29 @@ assert "eval: 'y.h5:/X'" in re_["config"][()].decode()
 print("ok   loglik_next / loglik_eval = ghfit eval (1e-12); /config records the keys")
 PY
 
+# a failed window fit (a constant column): exit 3, no risk group for it, the
+# others and the backtest still written (its next window not counted)
+"$PY" -c "
+import h5py
+x = h5py.File('x.h5', 'r')['X'][()]
+x[1000:1500, 0] = 1.0
+with h5py.File('xc.h5', 'w') as f: f['X'] = x
+" || exit 1
+job jf.yaml rf.h5 'windows: {length: 500, step: 500}' 'risk: {portfolios: w.h5, alpha: 0.99}' 'eval: next'
+sed -i 's/^data: x.h5/data: xc.h5/; s/^family: .*/family: nig/' jf.yaml
+"$G" run jf.yaml > outf.txt 2> errf.txt; rc=$?
+[ $rc -eq 3 ] || { echo "FAIL: a failed window fit: rc $rc"; cat errf.txt; fail=1; }
+"$PY" - <<'PY' || fail=1
+import h5py, numpy as np
+f = h5py.File("rf.h5", "r")
+g = f["fits"]
+assert g["nig_tol1e-10_s1_w000002"].attrs["status"].startswith("failed")
+assert "risk" not in g["nig_tol1e-10_s1_w000002"] and "loglik_next" not in g["nig_tol1e-10_s1_w000002"].attrs
+assert g["nig_tol1e-10_s1_w000001"]["risk"].attrs["n_next"] == 500   # the failed window's rows, still counted
+assert np.all(f["backtest/nig_tol1e-10_s1/n"][()] == 1000)            # windows 0 and 1 (2 failed, 3 is last)
+print("ok   a failed window fit: no risk for it, the backtest over the others")
+PY
+
 # bad input: exit 2, one line naming the key, no output file
 bad() { # bad LABEL PATTERN NP EXTRA...
   local lab=$1 pat=$2 np_=$3; shift 3
