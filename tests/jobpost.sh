@@ -44,7 +44,7 @@ NIG=nig_tol1e-10_s1
 "$PY" -c "
 import h5py
 x = h5py.File('x.h5', 'r')['X'][()]
-with h5py.File('next.h5', 'w') as f: f['X'] = x[750:1250]
+with h5py.File('next.h5', 'w') as f: f['X'] = x[1000:1250]  # the rows the next refit adds
 " || exit 1
 "$G" eval --model r1.h5:/fits/${NIG}_w000002 --data next.h5 --out ev2.h5 >/dev/null || { echo "FAIL: ghfit eval"; fail=1; }
 "$G" eval --model re.h5:/fits/gauss_tol1e-10_s1 --data y.h5 --out eve.h5 >/dev/null || { echo "FAIL: ghfit eval y"; fail=1; }
@@ -91,7 +91,7 @@ for chain in ("nig_tol1e-10_s1", "gauss_tol1e-10_s1"):
             assert f.attrs["n_next"] == 0 and f["risk"].attrs["n_next"] == 0 and np.isnan(f.attrs["loglik_next"])
             assert np.all(f["risk/exceedances"][()] == 0)
             continue
-        nx = x[250 * (w + 1): 250 * (w + 1) + 500]
+        nx = x[250 * w + 500: 250 * (w + 1) + 500]       # after the window, to the end of the next
         L = -nx @ W.T                                   # [rows][P]
         exc = (L[:, :, None] > var[None, :, :]).sum(axis=0)
         assert np.array_equal(exc, f["risk/exceedances"][()]), (chain, w, exc, f["risk/exceedances"][()])

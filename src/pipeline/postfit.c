@@ -109,6 +109,7 @@ static int rec_law(const ghf_fit_record *r, ghf_fit_law *law, ghf_family *fam)
 }
 
 /* the fit that is window w + 1 of the same chain, or -1 */
+/* the fit of the chain's next window, or -1 */
 static int next_of(const ghf_fit_spec *s, int n, int i)
 {
     if (s[i].window < 0) return -1;
@@ -154,7 +155,7 @@ static int fit_risk(post *q, int i, const ghf_fit_record *r, const ghf_fit_law *
             {na, 1, {K, 0, 0}, q->j->risk_alpha, "the levels alpha"},
             {nv, 2, {P, K, 0}, var, "VaR_alpha of the loss -w'X of each portfolio (the alpha-quantile)"},
             {ne, 2, {P, K, 0}, es, "ES_alpha = E[-w'X | -w'X >= VaR_alpha]"},
-            {nc, 2, {P, K, 0}, ex, "rows of the next window whose loss -w'x exceeds VaR (0 without one)"}};
+            {nc, 2, {P, K, 0}, ex, "rows after the window (to the end of the next) whose loss -w'x exceeds VaR (0 without one)"}};
         const ghf_h5_attr at[2] = {{"n_next", GHF_H5_ATTR_I64, NULL, 0, q->n_next[i]},
                                    {"note", GHF_H5_ATTR_STR, note, 0, 0}};
         st = ghf_h5_out_put(w, base, note[0] ? 2 : 1, at, 4, arr, err, errlen);
@@ -194,8 +195,11 @@ static int fit_post(post *q, const ghf_fit_spec *specs, int n, int i, const ghf_
     int have_nx = 0, st = 0;
     const int k = next_of(specs, n, i);
     if (k >= 0) {
-        st = read_rows(j->data_file, j->dataset ? j->dataset : "/X", specs[k].row_start, specs[k].row_len, &nx, err,
-                       errlen);
+        /* the rows the next refit adds: from the end of this window to the
+         * end of the next one (its last `step` rows; the whole next window
+         * when step = length): never a row this fit saw */
+        const int64_t r0 = specs[i].row_start + specs[i].row_len, r1 = specs[k].row_start + specs[k].row_len;
+        st = read_rows(j->data_file, j->dataset ? j->dataset : "/X", r0, r1 - r0, &nx, err, errlen);
         have_nx = st == 0;
         if (have_nx) q->n_next[i] = nx.nrows;
     }
@@ -258,8 +262,8 @@ static int chain_backtest(post *q, const ghf_fit_spec *specs, const ghf_fit_reco
     chain_name(recs[first]->name, cn, sizeof cn);
     static const char *const field[6] = {"alpha", "exceedances", "expected", "n", "kupiec_lr", "kupiec_p"};
     static const char *const desc[6] = {
-        "the level alpha of each column", "rows of the next windows whose loss -w'x exceeded the VaR",
-        "(1 - alpha) n", "rows of the next windows (over the chain's windows)",
+        "the level alpha of each column", "rows after each window whose loss -w'x exceeded its VaR",
+        "(1 - alpha) n", "rows after the windows (to the end of the next; over the chain)",
         "Kupiec's unconditional coverage likelihood ratio (chi2(1) under a right VaR)", "its p-value"};
     ghf_h5_array arr[6];
     for (int f = 0; f < 6; f++) {
@@ -320,7 +324,7 @@ int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_r
         if (beat) beat(arg);
     }
     if (!st && j->risk_file && j->has_windows) {
-        printf("backtest (%s; next window's losses -w'x > VaR):\n%-36s %9s %7s %9s %11s %9s %9s %9s\n",
+        printf("backtest (%s; losses -w'x after each window > its VaR):\n%-36s %9s %7s %9s %11s %9s %9s %9s\n",
                    j->risk_file, "chain", "portfolio", "alpha", "n", "exceedances", "expected", "kupiec_lr",
                    "p");
         for (int i = 0; !st && i < n; i++) {
