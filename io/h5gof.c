@@ -11,7 +11,7 @@
 
 #include "h5internal.h"
 
-static int put_array(hid_t f, const ghf_h5_array *a)
+int ghf__h5_put_array(hid_t f, const ghf_h5_array *a)
 {
     hsize_t dims[3];
     for (int i = 0; i < a->rank && i < 3; i++) dims[i] = (hsize_t)a->dims[i];
@@ -63,7 +63,7 @@ int ghf_h5_write_arrays(const char *path, const ghf_out_meta *meta, const char *
         return 1;
     }
     int bad = put_root(f, meta, content, n_attr, attrs) < 0;
-    for (int i = 0; i < n_arr && !bad; i++) bad |= put_array(f, &arr[i]) < 0;
+    for (int i = 0; i < n_arr && !bad; i++) bad |= ghf__h5_put_array(f, &arr[i]) < 0;
     if (bad) {
         ghf__h5_mem_discard(f, mf);
         ghf__seterr(err, errlen, "%s: building the %s file failed (out of memory?)", path, content);

@@ -295,6 +295,13 @@ int  ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, si
  * of a fit already added, e.g. once the write phase has been measured. */
 int  ghf_h5_out_set_profile(ghf_h5_writer *w, const char *name, int n_ranks, int n_phases,
                             const double *phase_s, char *err, size_t errlen);
+/* Adds n_arr float64 arrays (absolute names, e.g. "/fits/NAME/risk/var";
+ * groups created as needed) and n_attr attributes on the object at path
+ * `object` (e.g. "/fits/NAME", created before).  0, or 1 with a message. */
+struct ghf_h5_attr;
+struct ghf_h5_array;
+int  ghf_h5_out_put(ghf_h5_writer *w, const char *object, int n_attr, const struct ghf_h5_attr *at, int n_arr,
+                    const struct ghf_h5_array *arr, char *err, size_t errlen);
 /* Writes /summary, closes, fsyncs and renames the temp file into place, frees w
  * (also on failure, in which case the temp file is removed). */
 int  ghf_h5_out_commit(ghf_h5_writer *w, char *err, size_t errlen);

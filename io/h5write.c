@@ -515,6 +515,30 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     return 0;
 }
 
+int ghf_h5_out_put(ghf_h5_writer *w, const char *object, int n_attr, const ghf_h5_attr *at, int n_arr,
+                   const ghf_h5_array *arr, char *err, size_t errlen)
+{
+    if (!w || w->f < 0) {
+        ghf__seterr(err, errlen, "result writer is not open");
+        return 1;
+    }
+    ghf__h5_quiet();
+    int bad = 0;
+    for (int i = 0; i < n_arr && !bad; i++) bad |= ghf__h5_put_array(w->f, &arr[i]) < 0;
+    if (!bad && n_attr > 0) {
+        hid_t o = H5Oopen(w->f, object, H5P_DEFAULT);
+        bad |= o < 0;
+        for (int i = 0; i < n_attr && !bad; i++) {
+            if (at[i].type == GHF_H5_ATTR_STR) bad |= ghf__attr_str(o, at[i].key, at[i].str ? at[i].str : "") < 0;
+            else if (at[i].type == GHF_H5_ATTR_F64) bad |= ghf__attr_f64(o, at[i].key, at[i].f64) < 0;
+            else bad |= ghf__attr_i64(o, at[i].key, at[i].i64) < 0;
+        }
+        if (o >= 0) H5Oclose(o);
+    }
+    if (bad) ghf__seterr(err, errlen, "%s: cannot write %s", w->final_path, object);
+    return bad ? 1 : 0;
+}
+
 int ghf_h5_out_commit(ghf_h5_writer *w, char *err, size_t errlen)
 {
     if (!w) {

@@ -8,3 +8,7 @@ add_test(NAME sample_refit COMMAND bash ${CMAKE_SOURCE_DIR}/tests/sample.sh $<TA
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/sample_refit)
 set_tests_properties(sample_refit PROPERTIES LABELS "mpi;score" TIMEOUT 900 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+# job keys after the fits (src/pipeline/postfit.c): risk with a rolling
+# backtest (Kupiec) and eval: next / FILE, 1 and 2 ranks, bad keys
+add_test(NAME jobpost COMMAND bash ${CMAKE_SOURCE_DIR}/tests/jobpost.sh $<TARGET_FILE:ghfit> ${CMAKE_BINARY_DIR}/work/jobpost)
+set_tests_properties(jobpost PROPERTIES LABELS "mpi;batch;score" TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")

@@ -120,6 +120,8 @@ int ghf__attr_str(hid_t loc, const char *name, const char *val);
 int ghf__attr_i64(hid_t loc, const char *name, int64_t v);
 int ghf__attr_int(hid_t loc, const char *name, int v);
 int ghf__attr_f64(hid_t loc, const char *name, double v);
+/* a float64 array (intermediate groups created), with its description (h5gof.c) */
+int ghf__h5_put_array(hid_t f, const ghf_h5_array *a);
 /* Readers: 0, or -1 when the attribute is absent or unreadable; a string
  * attribute (variable or fixed length, any character set) as a malloc'd
  * copy, or NULL. */

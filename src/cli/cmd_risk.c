@@ -12,10 +12,11 @@
 #include "family.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "risk.h"
 #include "uni1d.h"
 #include "util.h"
 
-#define RISK_MAX_ALPHA 256
+#define RISK_MAX_ALPHA GHF_RISK_MAX_ALPHA
 
 typedef struct risk_opts {
     char model[4096], fit[256], wfile[4096], wdset[1024];
@@ -243,54 +244,17 @@ static int bcast_model(risk_model *md, int rank)
     return 0;
 }
 
-/* VaR/ES of this rank's portfolios (rows of w, n x d) into var/es [n][K];
- * returns the worst law status (uni1d.h) and the first row (global) with it */
+/* VaR/ES of this rank's portfolios (rows of w, n x d) into var/es [n][K]
+ * (src/law/risk.h); the worst law status and its first global row */
 static int risk_compute(const risk_model *md, const risk_opts *o, const double *w, int64_t n, int64_t row0,
                         double *var, double *es, int64_t *bad_row)
 {
-    ghf_uni_mix mx;
-    ghf_uni_mix_init(&mx, md->gauss, md->p, md->a, md->b);
-    ghf_uni_plan *pl = ghf_uni_plan_new(&mx, o->K, o->alpha, (size_t)md->P); /* the global count: same bits */
-    if (!pl) return -1;
-    const int d = md->d, K = o->K;
-    int worst = GHF_UNI_OK;
-    int64_t first = -1;
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t i = 0; i < n; i++) {
-        const double *wi = w + i * d;
-        double m = 0.0, g = 0.0, s2 = 0.0;
-        for (int j = 0; j < d; j++) {
-            double t = 0.0;
-            for (int k = 0; k < d; k++) t += md->sigma[(size_t)j * d + k] * wi[k];
-            m -= wi[j] * md->mu[j];
-            g -= wi[j] * md->gamma[j];
-            s2 += wi[j] * t;
-        }
-        int stk[RISK_MAX_ALPHA];
-        ghf_uni_plan_eval(pl, m, g, sqrt(s2 > 0.0 ? s2 : 0.0), var + i * K, es + i * K, stk);
-        int ws = GHF_UNI_OK;
-        for (int k = 0; k < K; k++)
-            if (stk[k] == GHF_UNI_EDOM || (stk[k] == GHF_UNI_EACC && ws != GHF_UNI_EDOM) ||
-                (stk[k] == GHF_UNI_INF && ws == GHF_UNI_OK))
-                ws = stk[k];
-        if (ws != GHF_UNI_OK) {
-#pragma omp critical(ghf_risk_status)
-            {
-                const int rank_ws = ws == GHF_UNI_EDOM ? 3 : ws == GHF_UNI_EACC ? 2 : 1;
-                const int rank_w = worst == GHF_UNI_EDOM ? 3 : worst == GHF_UNI_EACC ? 2 : worst == GHF_UNI_INF ? 1 : 0;
-                if (rank_ws > rank_w || (rank_ws == rank_w && row0 + i < first)) {
-                    worst = ws;
-                    first = row0 + i;
-                }
-            }
-        }
-    }
-    ghf_uni_plan_free(pl);
-    *bad_row = first;
-    return worst;
+    const ghf_risk_law lw = {md->gauss, md->d, md->p, md->a, md->b, md->mu, md->gamma, md->sigma};
+    /* the global count sizes the plan: the same bits on any number of ranks */
+    return ghf_risk_portfolios(&lw, o->K, o->alpha, (size_t)md->P, w, n, row0, var, es, bad_row);
 }
 
-static int severity(int s) { return s == GHF_UNI_EDOM ? 3 : s == GHF_UNI_EACC ? 2 : s == GHF_UNI_INF ? 1 : 0; }
+static int severity(int s) { return ghf_risk_severity(s); }
 
 /* the note on the file (and a warning) for the worst status over all ranks */
 static void risk_note(int sev, int64_t row, char *note, size_t len)

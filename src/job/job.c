@@ -48,6 +48,7 @@ void ghf_job_free(ghf_job *j)
     free(j->backend);
     free(j->checkpoint);
     free(j->fit_name);
+    free(j->risk_file), free(j->risk_dataset), free(j->eval_file), free(j->eval_dataset);
     memset(j, 0, sizeof *j);
 }
 
@@ -294,6 +295,59 @@ static int win_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     return get_i64(c, "windows.count", v, 1, &j->win_count);
 }
 
+/* "FILE[:/DATASET]" of `key` split at the last ":/" (dataset default dflt) */
+static int get_file_ds(pctx *c, const char *key, const yaml_node_t *n, const char *dflt, char **file, char **ds)
+{
+    char *t = NULL;
+    if (get_str(c, key, n, &t)) return 2;
+    char *cut = NULL;
+    for (char *q = strstr(t, ":/"); q; q = strstr(q + 1, ":/")) cut = q;
+    if (cut == t) {
+        free(t);
+        return perr(c, n, "%s: expected FILE or FILE:/DATASET", key);
+    }
+    free(*ds);
+    *ds = strdup(cut ? cut + 1 : dflt);
+    if (cut) *cut = '\0';
+    free(*file);
+    *file = t;
+    return *ds ? 0 : perr(c, n, "out of memory");
+}
+
+static int risk_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, void *ud)
+{
+    (void)kn;
+    ghf_job *j = ud;
+    if (!strcmp(key, "portfolios")) return get_file_ds(c, "risk.portfolios", v, "/W", &j->risk_file, &j->risk_dataset);
+    yaml_node_t *it[GHF_JOB_MAX_AXIS];
+    int n = 0;
+    if (axis_items(c, "risk.alpha", v, it, &n)) return 2;
+    for (int i = 0; i < n; i++)
+        if (ghf_parse_double(scalar(it[i]), &j->risk_alpha[i]) != 0 || !(j->risk_alpha[i] > 0 && j->risk_alpha[i] < 1))
+            return perr(c, it[i], "risk.alpha: '%s' is not a level in (0, 1)", scalar(it[i]));
+    j->risk_n_alpha = n;
+    return 0;
+}
+
+/* risk: {portfolios: W.h5[:/W], alpha: [..]}; eval: next | FILE[:/DATASET] */
+static int parse_post(pctx *c, const char *key, yaml_node_t *v, ghf_job *j)
+{
+    if (!strcmp(key, "eval")) {
+        if (v->type == YAML_SCALAR_NODE && !strcmp(scalar(v), "next")) {
+            j->eval = GHF_JOB_EVAL_NEXT;
+            return 0;
+        }
+        j->eval = GHF_JOB_EVAL_FILE;
+        return get_file_ds(c, "eval", v, "/X", &j->eval_file, &j->eval_dataset);
+    }
+    static const char *const rk[] = {"portfolios", "alpha", NULL};
+    j->risk_n_alpha = 0;
+    if (walk_map(c, "risk", v, rk, risk_pair, j)) return 2;
+    if (!j->risk_file) return perr(c, v, "risk: 'portfolios' (W.h5[:/W]) is required");
+    if (j->risk_n_alpha == 0) return perr(c, v, "risk: 'alpha' (e.g. [0.99, 0.975]) is required");
+    return 0;
+}
+
 static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, void *ud)
 {
     (void)kn;
@@ -334,6 +388,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
             return perr(c, v, "backend: unknown backend '%s' (expected auto, cpu or cuda)", j->backend);
         return 0;
     }
+    if (!strcmp(key, "risk") || !strcmp(key, "eval")) return parse_post(c, key, v, j);
     if (!strcmp(key, "se")) {
         if (v->type != YAML_SCALAR_NODE || ghf_job_se_parse(scalar(v), &j->se) != 0)
             return perr(c, v, "se: expected true, false, full or subset");
@@ -430,7 +485,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
-                                          "slice", "se", NULL};
+                                          "slice", "se", "risk", "eval", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -486,6 +541,10 @@ int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
                 return 2;
             }
         }
+    }
+    if (j->eval == GHF_JOB_EVAL_NEXT && !j->has_windows) {
+        snprintf(err, errlen, "%s: eval: 'next' needs rolling windows ('windows'); use eval: FILE[:/DATASET]", s);
+        return 2;
     }
     if (j->slice_n < 1 || j->slice_k < 0 || j->slice_k >= j->slice_n) {
         snprintf(err, errlen, "%s: slice %d/%d: expected K/N with 0 <= K < N", s, j->slice_k, j->slice_n);
@@ -595,6 +654,28 @@ char *ghf_job_config_text(const ghf_job *j)
               j->quiet ? "true" : "false", j->log_iterations ? "true" : "false");
     if (j->log_time) sb_printf(&b, "log_time: true\n");
     if (j->se) sb_printf(&b, "se: %s\n", ghf_job_se_name(j->se));
+    if (j->risk_file) {
+        char t[8192];
+        snprintf(t, sizeof t, "%s:%s", j->risk_file, j->risk_dataset ? j->risk_dataset : "/W");
+        sb_printf(&b, "risk: {portfolios: ");
+        sb_quoted(&b, t);
+        sb_printf(&b, ", alpha: [");
+        for (int i = 0; i < j->risk_n_alpha; i++) { /* the shortest text that reads back the same */
+            char v[32];
+            for (int prec = 15; prec <= 17; prec++)
+                if (snprintf(v, sizeof v, "%.*g", prec, j->risk_alpha[i]), strtod(v, NULL) == j->risk_alpha[i]) break;
+            sb_printf(&b, "%s%s", i ? ", " : "", v);
+        }
+        sb_printf(&b, "]}\n");
+    }
+    if (j->eval == GHF_JOB_EVAL_NEXT) sb_printf(&b, "eval: next\n");
+    if (j->eval == GHF_JOB_EVAL_FILE) {
+        char t[8192];
+        snprintf(t, sizeof t, "%s:%s", j->eval_file, j->eval_dataset ? j->eval_dataset : "/X");
+        sb_printf(&b, "eval: ");
+        sb_quoted(&b, t);
+        sb_printf(&b, "\n");
+    }
     sb_printf(&b, "rows_per_rank: %lld\n", (long long)j->rows_per_rank);
     if (j->checkpoint) {
         sb_printf(&b, "checkpoint: ");

@@ -61,10 +61,18 @@ typedef struct ghf_job {
     /* standard errors of every fit (docs/job-files.md `se`): GHF_JOB_SE_*,
      * the values of ghf_se_mode (src/infer/se.h) */
     int se;
+    /* after the fits (docs/job-files.md `risk`, `eval`; src/pipeline/postfit.c):
+     * risk_file NULL: no risk; eval GHF_JOB_EVAL_* */
+    char *risk_file, *risk_dataset;
+    int risk_n_alpha;
+    double risk_alpha[GHF_JOB_MAX_AXIS];
+    int eval;
+    char *eval_file, *eval_dataset;
     /* `ghfit fit`: a job of one fit, named fit_name (NULL for job files) */
     char *fit_name;
 } ghf_job;
 
+enum { GHF_JOB_EVAL_OFF = 0, GHF_JOB_EVAL_NEXT = 1, GHF_JOB_EVAL_FILE = 2 };
 enum { GHF_JOB_SE_OFF = 0, GHF_JOB_SE_AUTO = 1, GHF_JOB_SE_FULL = 2, GHF_JOB_SE_SUBSET = 3 };
 /* "false", "true", "full", "subset" (the config text's spelling); parse also
  * takes "auto" (= true) and the YAML booleans: 0, or -1 */

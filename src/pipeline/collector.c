@@ -15,6 +15,7 @@
 #include "pipe.h"
 #include "record.h"
 #include "summary.h"
+#include "postfit.h"
 #include "util.h"
 
 static int spec_pos(const ghf_fit_spec *s, int n, int64_t index)
@@ -222,6 +223,32 @@ int coll_poll(collector *c)
     return n;
 }
 
+static void beat(void *live) { ghf_live_beat_all((ghf_live *)live); }
+
+/* the job's `risk` and `eval` (postfit.h) over every record: 0 or 1 */
+static int post_fits(collector *c, ghf_h5_writer *w, char *err, size_t errlen)
+{
+    if (c->mode != GHF_PIPE_RUN || !ghf_postfit_wanted(c->job)) return 0;
+    ghf_rec *all = calloc((size_t)c->n_specs, sizeof *all);
+    const ghf_fit_record **recs = calloc((size_t)c->n_specs, sizeof *recs);
+    int st = all && recs ? 0 : 1, n = 0;
+    if (st) snprintf(err, errlen, "out of memory (%d fit records)", c->n_specs);
+    for (; !st && n < c->n_specs; n++) {
+        ghf_unpack u = {c->rec[n], c->rec_len[n], 0, 0};
+        if (ghf_rec_unpack(&u, &all[n]) != 0) {
+            snprintf(err, errlen, "internal: the record of fit %s is damaged", c->specs[n].name);
+            st = 1;
+            break;
+        }
+        recs[n] = &all[n].r;
+    }
+    if (!st) st = ghf_postfit_run(c->job, c->specs, recs, c->n_specs, w, beat, c->live, err, errlen);
+    for (int i = 0; all && i < n; i++) ghf_rec_free(&all[i]);
+    free(all);
+    free(recs);
+    return st;
+}
+
 static void write_result(collector *c, const char *backend, int world_size, int *st, char *err, size_t errlen)
 {
     const ghf_job *j = c->job;
@@ -254,6 +281,11 @@ static void write_result(collector *c, const char *backend, int world_size, int 
             *st = GHF_EXIT_RUNTIME;
             return;
         }
+    }
+    if (post_fits(c, w, err, errlen) != 0) {
+        ghf_h5_out_abort(w);
+        *st = GHF_EXIT_RUNTIME;
+        return;
     }
     if (ghf_h5_out_commit(w, err, errlen) != 0) *st = GHF_EXIT_RUNTIME;
 }

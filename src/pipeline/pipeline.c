@@ -12,6 +12,7 @@
 #include "ghf_version.h"
 #include "iocheck.h"
 #include "pipe.h"
+#include "postfit.h"
 #include "util.h"
 
 /* The end of the point-to-point traffic: every rank waits (watching the
@@ -50,6 +51,8 @@ static int prepare(MPI_Comm world, const ghf_job *j, ghf_pipe_mode mode, int64_t
     const int fit = mode == GHF_PIPE_FIT;
     const ghf_io_plan plan = ghf_io_plan_of(j, fit, size);
     int st = ghf_io_check(world, &plan, n_rows, d, err, errlen);
+    if (st) return st;
+    if (!fit) st = ghf_postfit_check(world, j, *d, err, errlen);
     if (st) return st;
     st = ghf_job_expand(j, *n_rows, specs, n_specs, n_total, err, errlen);
     /* every window must be fittable: rows > d and memory (the same on every rank) */

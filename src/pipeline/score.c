@@ -262,6 +262,25 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     return ghf_agree(comm, st, err, errlen);
 }
 
+int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, double *loglik,
+                     int64_t *n_obs, char *err, size_t errlen)
+{
+    eval_rows r;
+    ghf_eval_result res;
+    memset(&res, 0, sizeof res);
+    const int oom = rows_alloc(&r, sh->nrows) != 0;
+    if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh->nrows);
+    int st = ghf_agree(comm, oom, err, errlen);
+    if (!st) {
+        flag_nonfinite(sh, law->mu, r.flag);
+        st = eval_rows_compute(comm, law, fam, sh, &r, &res, err, errlen);
+    }
+    rows_free(&r);
+    *loglik = res.loglik;
+    *n_obs = res.n_obs;
+    return st;
+}
+
 /* Collective: the output file. */
 static int eval_write(MPI_Comm comm, const ghf_eval_opts *o, const ghf_shard *sh, const eval_rows *r,
                       const ghf_eval_result *res, char *err, size_t errlen)

@@ -42,4 +42,10 @@ typedef struct ghf_eval_result {
  * with one message in err (the same on every rank). */
 int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, char *err, size_t errlen);
 
+/* Collective over comm: the total log-density of the finite rows of sh
+ * (each rank its rows; the non-finite rows are set to mu and not counted)
+ * under the law, with exactly `ghfit eval`'s per-row math.  0, 1 or 2. */
+int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, double *loglik,
+                     int64_t *n_obs, char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,37 @@
+/* risk.h - VaR and ES of many portfolios' losses -w'X under one fitted law
+ * (uni1d.h), and Kupiec's unconditional coverage test of a backtest.
+ * Shared by `ghfit risk` and the `risk:` key of job files. */
+#ifndef GHF_LAW_RISK_H
+#define GHF_LAW_RISK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GHF_RISK_MAX_ALPHA 256
+
+/* The fit: gauss (no subordinator) or GIG(p, a, b); mu, gamma [d], sigma [d*d] */
+typedef struct ghf_risk_law {
+    int gauss, d;
+    double p, a, b;
+    const double *mu, *gamma, *sigma;
+} ghf_risk_law;
+
+/* VaR/ES at the K levels alpha (K <= GHF_RISK_MAX_ALPHA) of the n portfolios
+ * w [n][d] (global rows row0...) into var/es [n][K].  n_plan: the number of
+ * portfolios of the whole request (it sizes the quadrature plan, so that the
+ * values do not depend on how the portfolios are split).  Returns the worst
+ * ghf_uni_status (EDOM > EACC > INF > OK) with the first global row holding
+ * it in *bad_row (-1 when none), or -1 when out of memory. */
+int ghf_risk_portfolios(const ghf_risk_law *law, int K, const double *alpha, size_t n_plan, const double *w,
+                        int64_t n, int64_t row0, double *var, double *es, int64_t *bad_row);
+
+/* 0 OK, 1 INF, 2 EACC, 3 EDOM: how bad a ghf_uni_status is */
+int ghf_risk_severity(int status);
+
+/* Kupiec's unconditional coverage test: x exceedances in n trials of a VaR
+ * at level alpha (expected (1 - alpha) n).  LR = -2 log of
+ * alpha^(n-x) (1-alpha)^x / ((1-x/n)^(n-x) (x/n)^x), 0 log 0 = 0, and its
+ * chi2(1) upper tail p-value.  n = 0: NaN for both. */
+void ghf_kupiec(int64_t n, int64_t x, double alpha, double *lr, double *p);
+
+#endif

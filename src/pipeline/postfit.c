@@ -1,0 +1,339 @@
+/* postfit.c - after a job's fits (postfit.h): risk of portfolios, rolling
+ * backtest with Kupiec's test, out-of-sample log-likelihoods. */
+#include "postfit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agree.h"
+#include "family.h"
+#include "risk.h"
+#include "score.h"
+#include "uni1d.h"
+#include "util.h"
+
+int ghf_postfit_wanted(const ghf_job *j) { return j->risk_file != NULL || j->eval != GHF_JOB_EVAL_OFF; }
+
+/* rank 0: one file's shape against d */
+static int check_one(const ghf_job *j, const char *key, const char *file, const char *ds, int d, int64_t *n,
+                     char *err, size_t errlen)
+{
+    int dd = 0;
+    char e[1024];
+    if (ghf_h5_probe(file, ds, n, &dd, e, sizeof e) != 0) {
+        snprintf(err, errlen, "%s: %s: %s", j->source, key, e);
+        return GHF_EXIT_USAGE;
+    }
+    if (dd != d) {
+        snprintf(err, errlen, "%s: %s: %s:%s has %d columns, but the data %s:%s have dimension %d", j->source, key,
+                 file, ds, dd, j->data_file, j->dataset ? j->dataset : "/X", d);
+        return GHF_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t errlen)
+{
+    if (!ghf_postfit_wanted(j)) return 0;
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    int st = 0;
+    int64_t n = 0;
+    if (rank == 0 && j->risk_file) {
+        st = check_one(j, "risk.portfolios", j->risk_file, j->risk_dataset, d, &n, err, errlen);
+        if (!st && (n < 1 || n > (int64_t)(1 << 24) / j->risk_n_alpha)) {
+            snprintf(err, errlen, "%s: risk.portfolios: %s:%s: %lld portfolios x %d levels (1 to 2^24 values)",
+                     j->source, j->risk_file, j->risk_dataset, (long long)n, j->risk_n_alpha);
+            st = GHF_EXIT_USAGE;
+        }
+    }
+    if (rank == 0 && !st && j->eval == GHF_JOB_EVAL_FILE)
+        st = check_one(j, "eval", j->eval_file, j->eval_dataset, d, &n, err, errlen);
+    return ghf_agree(world, st, err, errlen);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Rows (serial read on this process) with the non-finite ones removed. */
+static int read_rows(const char *file, const char *ds, int64_t start, int64_t len, ghf_shard *sh, char *err,
+                     size_t errlen)
+{
+    const ghf_read_opts ro = {file, ds, start, len, 0, 2, 0};
+    if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, sh, err, errlen) != 0) return 1;
+    if (ghf_shard_widen(sh) != 0) {
+        snprintf(err, errlen, "out of memory reading %s:%s", file, ds);
+        ghf_shard_free(sh);
+        return 1;
+    }
+    const int d = sh->d;
+    int64_t k = 0;
+    for (int64_t i = 0; i < sh->nrows; i++) {
+        int ok = 1;
+        for (int c = 0; c < d; c++) ok &= isfinite(sh->x[i * d + c]) != 0;
+        if (ok && k != i) memmove(sh->x + k * d, sh->x + i * d, (size_t)d * sizeof(double));
+        k += ok;
+    }
+    sh->nrows = sh->n_global = k;
+    sh->row0 = 0;
+    return 0;
+}
+
+typedef struct post {
+    const ghf_job *j;
+    int d, P, K;
+    double *W;                 /* [P][d] weights */
+    ghf_shard ev;              /* eval: FILE rows */
+    /* per fit [n][P][K] (NULL without risk), n_next [n] */
+    int *exc;
+    int64_t *n_next;
+    int *has_risk;
+} post;
+
+/* the fit's law as eval reads it; 0, or -1 when it has none (failed fit) */
+static int rec_law(const ghf_fit_record *r, ghf_fit_law *law, ghf_family *fam)
+{
+    memset(law, 0, sizeof *law);
+    if (ghf_family_parse(r->family, fam) != 0 || strncmp(r->status, "failed", 6) == 0) return -1;
+    snprintf(law->name, sizeof law->name, "%s", r->name);
+    snprintf(law->family, sizeof law->family, "%s", r->family);
+    law->d = r->d;
+    law->mu = (double *)r->mu, law->gamma = (double *)r->gamma, law->sigma = (double *)r->sigma;
+    law->p = r->p, law->a = r->a, law->b = r->b;
+    int ok = 1;
+    for (int i = 0; i < r->d; i++) ok &= isfinite(r->mu[i]) && isfinite(r->gamma[i]);
+    for (int i = 0; i < r->d * r->d; i++) ok &= isfinite(r->sigma[i]) != 0;
+    if (*fam != GHF_FAMILY_GAUSS) ok &= isfinite(r->p) && isfinite(r->a) && isfinite(r->b);
+    return ok ? 0 : -1;
+}
+
+/* the fit that is window w + 1 of the same chain, or -1 */
+/* the fit of the chain's next window, or -1 */
+static int next_of(const ghf_fit_spec *s, int n, int i)
+{
+    if (s[i].window < 0) return -1;
+    for (int k = 0; k < n; k++)
+        if (s[k].chain == s[i].chain && s[k].window == s[i].window + 1) return k;
+    return -1;
+}
+
+/* VaR/ES of the P portfolios under fit i, written; exceedances of the next rows */
+static int fit_risk(post *q, int i, const ghf_fit_record *r, const ghf_fit_law *law, ghf_family fam,
+                    const ghf_shard *nx, ghf_h5_writer *w, char *err, size_t errlen)
+{
+    const int P = q->P, K = q->K, d = q->d;
+    double *var = malloc((size_t)P * K * sizeof(double)), *es = malloc((size_t)P * K * sizeof(double));
+    double *ex = malloc((size_t)P * K * sizeof(double));
+    int st = var && es && ex ? 0 : 1;
+    const ghf_risk_law lw = {fam == GHF_FAMILY_GAUSS, d, law->p, law->a, law->b, law->mu, law->gamma, law->sigma};
+    int64_t bad = -1;
+    int ws = st ? -1 : ghf_risk_portfolios(&lw, K, q->j->risk_alpha, (size_t)P, q->W, P, 0, var, es, &bad);
+    if (ws < 0) {
+        snprintf(err, errlen, "risk of fit %s: out of memory", r->name);
+        st = 1;
+    }
+    int *exc = q->exc + (size_t)i * P * K;
+    for (int p = 0; !st && p < P; p++) {
+        const double *wp = q->W + (size_t)p * d;
+        for (int64_t t = 0; nx && t < nx->nrows; t++) {
+            double L = 0.0;
+            for (int c = 0; c < d; c++) L -= wp[c] * nx->x[t * d + c];
+            for (int k = 0; k < K; k++) exc[p * K + k] += L > var[p * K + k];
+        }
+        for (int k = 0; k < K; k++) ex[p * K + k] = exc[p * K + k];
+    }
+    char base[128], note[256] = "";
+    snprintf(base, sizeof base, "/fits/%s/risk", r->name);
+    if (!st) {
+        if (ws != 0)
+            snprintf(note, sizeof note, "status %s (first: portfolio %lld)", ghf_uni_status_str(ws), (long long)bad);
+        char na[160], nv[160], ne[160], nc[160];
+        snprintf(na, sizeof na, "%s/alpha", base), snprintf(nv, sizeof nv, "%s/var", base);
+        snprintf(ne, sizeof ne, "%s/es", base), snprintf(nc, sizeof nc, "%s/exceedances", base);
+        const ghf_h5_array arr[4] = {
+            {na, 1, {K, 0, 0}, q->j->risk_alpha, "the levels alpha"},
+            {nv, 2, {P, K, 0}, var, "VaR_alpha of the loss -w'X of each portfolio (the alpha-quantile)"},
+            {ne, 2, {P, K, 0}, es, "ES_alpha = E[-w'X | -w'X >= VaR_alpha]"},
+            {nc, 2, {P, K, 0}, ex, "rows after the window (to the end of the next) whose loss -w'x exceeds VaR (0 without one)"}};
+        const ghf_h5_attr at[2] = {{"n_next", GHF_H5_ATTR_I64, NULL, 0, q->n_next[i]},
+                                   {"note", GHF_H5_ATTR_STR, note, 0, 0}};
+        st = ghf_h5_out_put(w, base, note[0] ? 2 : 1, at, 4, arr, err, errlen);
+    }
+    free(var), free(es), free(ex);
+    return st;
+}
+
+/* loglik of the law on rows sh (a copy: ghf_score_loglik may write into it) */
+static int loglik_of(const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, double *ll, int64_t *n,
+                     char *err, size_t errlen)
+{
+    *ll = NAN, *n = 0;
+    if (!sh || sh->nrows == 0) return 0;
+    ghf_shard c = *sh;
+    c.x = malloc((size_t)sh->nrows * sh->d * sizeof(double));
+    if (!c.x) {
+        snprintf(err, errlen, "eval of fit %s: out of memory", law->name);
+        return 1;
+    }
+    memcpy(c.x, sh->x, (size_t)sh->nrows * sh->d * sizeof(double));
+    const int st = ghf_score_loglik(MPI_COMM_SELF, law, fam, &c, ll, n, err, errlen);
+    free(c.x);
+    return st ? 1 : 0;
+}
+
+/* everything for fit i */
+static int fit_post(post *q, const ghf_fit_spec *specs, int n, int i, const ghf_fit_record *r, ghf_h5_writer *w,
+                    char *err, size_t errlen)
+{
+    const ghf_job *j = q->j;
+    ghf_fit_law law;
+    ghf_family fam;
+    if (rec_law(r, &law, &fam) != 0) return 0; /* a failed fit: nothing to add */
+    ghf_shard nx;
+    memset(&nx, 0, sizeof nx);
+    int have_nx = 0, st = 0;
+    const int k = next_of(specs, n, i);
+    if (k >= 0) {
+        /* the rows the next refit adds: from the end of this window to the
+         * end of the next one (its last `step` rows; the whole next window
+         * when step = length): never a row this fit saw */
+        const int64_t r0 = specs[i].row_start + specs[i].row_len, r1 = specs[k].row_start + specs[k].row_len;
+        st = read_rows(j->data_file, j->dataset ? j->dataset : "/X", r0, r1 - r0, &nx, err, errlen);
+        have_nx = st == 0;
+        if (have_nx) q->n_next[i] = nx.nrows;
+    }
+    if (!st && j->risk_file) {
+        q->has_risk[i] = 1;
+        st = fit_risk(q, i, r, &law, fam, have_nx ? &nx : NULL, w, err, errlen);
+    }
+    char obj[96];
+    snprintf(obj, sizeof obj, "/fits/%s", r->name);
+    double ll = NAN;
+    int64_t m = 0;
+    if (!st && j->eval == GHF_JOB_EVAL_NEXT && (st = loglik_of(&law, fam, have_nx ? &nx : NULL, &ll, &m, err, errlen)) == 0) {
+        const ghf_h5_attr at[2] = {{"loglik_next", GHF_H5_ATTR_F64, NULL, ll, 0},
+                                   {"n_next", GHF_H5_ATTR_I64, NULL, 0, q->n_next[i]}};
+        st = ghf_h5_out_put(w, obj, 2, at, 0, NULL, err, errlen);
+    }
+    if (!st && j->eval == GHF_JOB_EVAL_FILE && (st = loglik_of(&law, fam, &q->ev, &ll, &m, err, errlen)) == 0) {
+        const ghf_h5_attr at[2] = {{"loglik_eval", GHF_H5_ATTR_F64, NULL, ll, 0},
+                                   {"n_eval", GHF_H5_ATTR_I64, NULL, 0, m}};
+        st = ghf_h5_out_put(w, obj, 2, at, 0, NULL, err, errlen);
+    }
+    if (have_nx) ghf_shard_free(&nx);
+    return st;
+}
+
+/* the chain's name: a fit's name without its window suffix _wNNNNNN */
+static void chain_name(const char *fit, char *out, size_t len)
+{
+    snprintf(out, len, "%s", fit);
+    char *u = strrchr(out, '_');
+    if (u && u[1] == 'w') *u = '\0';
+}
+
+/* /backtest/<chain>/ of the chain of fit `first`, and its table */
+static int chain_backtest(post *q, const ghf_fit_spec *specs, const ghf_fit_record *const *recs, int n, int first,
+                          ghf_h5_writer *w, char *err, size_t errlen)
+{
+    const int P = q->P, K = q->K, PK = P * K;
+    double *a = malloc((size_t)PK * 6 * sizeof(double));
+    if (!a) {
+        snprintf(err, errlen, "backtest: out of memory");
+        return 1;
+    }
+    double *al = a, *x = a + PK, *ex = a + 2 * PK, *nn = a + 3 * PK, *lr = a + 4 * PK, *pv = a + 5 * PK;
+    int64_t ntot = 0;
+    for (int e = 0; e < PK; e++) x[e] = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (specs[i].chain != specs[first].chain || !q->has_risk[i] || q->n_next[i] == 0) continue;
+        ntot += q->n_next[i];
+        for (int e = 0; e < PK; e++) x[e] += q->exc[(size_t)i * PK + e];
+    }
+    for (int p = 0; p < P; p++)
+        for (int k = 0; k < K; k++) {
+            const int e = p * K + k;
+            const double alpha = q->j->risk_alpha[k];
+            al[e] = alpha, nn[e] = (double)ntot, ex[e] = (1.0 - alpha) * (double)ntot;
+            ghf_kupiec(ntot, (int64_t)x[e], alpha, &lr[e], &pv[e]);
+        }
+    char cn[64], nm[6][160];
+    chain_name(recs[first]->name, cn, sizeof cn);
+    static const char *const field[6] = {"alpha", "exceedances", "expected", "n", "kupiec_lr", "kupiec_p"};
+    static const char *const desc[6] = {
+        "the level alpha of each column", "rows after each window whose loss -w'x exceeded its VaR",
+        "(1 - alpha) n", "rows after the windows (to the end of the next; over the chain)",
+        "Kupiec's unconditional coverage likelihood ratio (chi2(1) under a right VaR)", "its p-value"};
+    ghf_h5_array arr[6];
+    for (int f = 0; f < 6; f++) {
+        snprintf(nm[f], sizeof nm[f], "/backtest/%s/%s", cn, field[f]);
+        arr[f] = (ghf_h5_array){nm[f], 2, {P, K, 0}, a + (size_t)f * PK, desc[f]};
+    }
+    int st = ghf_h5_out_put(w, NULL, 0, NULL, 6, arr, err, errlen);
+    if (!st) { /* printed like the fits' table, also when quiet */
+        for (int p = 0; p < P && p < 8; p++)
+            for (int k = 0; k < K; k++) {
+                const int e = p * K + k;
+                printf("%-36s %9d %7.4g %9lld %11.0f %9.2f %9.4g %9.4g\n", cn, p, al[e], (long long)ntot, x[e], ex[e],
+                       lr[e], pv[e]);
+            }
+        if (P > 8) printf("%-36s (%d more portfolios: see /backtest/%s)\n", cn, P - 8, cn);
+    }
+    free(a);
+    return st;
+}
+
+static int post_load(post *q, int n, char *err, size_t errlen)
+{
+    const ghf_job *j = q->j;
+    q->n_next = calloc((size_t)n, sizeof(int64_t));
+    q->has_risk = calloc((size_t)n, sizeof(int));
+    if (!q->n_next || !q->has_risk) goto oom;
+    if (j->risk_file) {
+        ghf_shard ws;
+        const ghf_read_opts ro = {j->risk_file, j->risk_dataset, 0, -1, 0, 0, 0};
+        if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &ws, err, errlen) != 0) return 1;
+        if (ghf_shard_widen(&ws) != 0) {
+            ghf_shard_free(&ws);
+            goto oom;
+        }
+        q->W = ws.x, q->P = (int)ws.nrows, q->K = j->risk_n_alpha;
+        q->exc = calloc((size_t)n * q->P * q->K, sizeof(int));
+        if (!q->exc) goto oom;
+    }
+    if (j->eval == GHF_JOB_EVAL_FILE)
+        return read_rows(j->eval_file, j->eval_dataset, 0, -1, &q->ev, err, errlen);
+    return 0;
+oom:
+    snprintf(err, errlen, "after the fits: out of memory");
+    return 1;
+}
+
+int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_record *const *recs, int n,
+                    ghf_h5_writer *w, void (*beat)(void *), void *arg, char *err, size_t errlen)
+{
+    if (!ghf_postfit_wanted(j) || n < 1) return 0;
+    post q;
+    memset(&q, 0, sizeof q);
+    q.j = j;
+    q.d = recs[0]->d;
+    int st = post_load(&q, n, err, errlen);
+    for (int i = 0; !st && i < n; i++) {
+        st = fit_post(&q, specs, n, i, recs[i], w, err, errlen);
+        if (beat) beat(arg);
+    }
+    if (!st && j->risk_file && j->has_windows) {
+        printf("backtest (%s; losses -w'x after each window > its VaR):\n%-36s %9s %7s %9s %11s %9s %9s %9s\n",
+                   j->risk_file, "chain", "portfolio", "alpha", "n", "exceedances", "expected", "kupiec_lr",
+                   "p");
+        for (int i = 0; !st && i < n; i++) {
+            int seen = 0;
+            for (int k = 0; k < i; k++) seen |= specs[k].chain == specs[i].chain;
+            if (!seen) st = chain_backtest(&q, specs, recs, n, i, w, err, errlen);
+        }
+    }
+    free(q.W), free(q.exc), free(q.n_next), free(q.has_risk);
+    ghf_shard_free(&q.ev);
+    return st;
+}
