@@ -77,8 +77,15 @@ int ghf_shard_widen(ghf_shard *s)
     return 0;
 }
 
-int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
-                      char *err, size_t errlen)
+/* A 1-D dataset where a matrix is expected: status 2 (the message of the inspection) */
+static int refuse_1d(const char *path, const char *dn, int64_t n, char *err, size_t errlen)
+{
+    ghf__seterr(err, errlen, "%s:%s: dataset is 1-D (shape %" PRId64 "), expected 2-D (rows x columns)", path, dn, n);
+    return 2;
+}
+
+static int probe_any(const char *path, const char *dataset, int vector, int64_t *n, int *d, char *file,
+                     size_t file_len, char *err, size_t errlen)
 {
     ghf__dsinfo *info = (ghf__dsinfo *)malloc(sizeof *info);
     if (!info) {
@@ -86,6 +93,12 @@ int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d,
         return 1;
     }
     int rc = ghf__inspect(path, dataset, info, err, errlen);
+    if (rc == 0 && info->ndims == 1 && !vector) rc = refuse_1d(path, ghf__dsname(dataset), info->n, err, errlen);
+    if (rc == 0 && vector && info->d != 1) {
+        ghf__seterr(err, errlen, "%s:%s: a weights dataset must be a vector (n or n x 1), not %" PRId64 " x %" PRId64,
+                    path, ghf__dsname(dataset), info->n, info->d);
+        rc = 2;
+    }
     if (rc == 0) {
         if (n) *n = info->n;
         if (d) *d = (int)info->d;
@@ -93,6 +106,17 @@ int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d,
     }
     free(info);
     return rc;
+}
+
+int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
+                      char *err, size_t errlen)
+{
+    return probe_any(path, dataset, 0, n, d, file, file_len, err, errlen);
+}
+
+int ghf_h5_probe_vector(const char *path, const char *dataset, int64_t *n, char *err, size_t errlen)
+{
+    return probe_any(path, dataset, 1, n, NULL, NULL, 0, err, errlen);
 }
 
 int ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
@@ -247,7 +271,7 @@ static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, 
         if (cnt > 0) {
             hsize_t start[2] = {(hsize_t)(w0 + row0 + lr0), 0};
             hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
-            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
+            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL); /* 1-D: start[0], count[0] */
             mspace = H5Screate_simple(2, count, NULL);
             buf = direct ? (void *)(x + (size_t)(lr0 * d) * esz) : tmp;
         } else {
@@ -320,6 +344,7 @@ static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_p
         for (int64_t i = 0; i < nrows; i++) {
             if (row_finite(x, esz, i, d)) {
                 if (k != i) memmove(x + (size_t)k * rb, x + (size_t)i * rb, rb);
+                if (o->companion) o->companion[k] = o->companion[i];
                 k++;
             }
         }
@@ -386,6 +411,7 @@ static int read_shard(MPI_Comm comm, const ghf_read_opts *o, int keep_f32, ghf_s
     int64_t w0 = o->win_start, wn = 0;
     if (rank == 0) {
         st = ghf__inspect(path, dn, &info, err, errlen);
+        if (st == 0 && info.ndims == 1 && !o->vector) st = refuse_1d(path, dn, info.n, err, errlen);
         if (st == 0) {
             char what[1200];
             snprintf(what, sizeof what, "%s:%s", path, dn);

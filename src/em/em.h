@@ -100,6 +100,12 @@ void ghf_em_result_free(ghf_em_result *r);
 int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_em_result *r,
                char *err, size_t errlen);
 
+/* Collective: the log-likelihood of t (centred coordinates) by one E-step
+ * of be, with the backend's observation weights switched off for the call
+ * (the unweighted log-likelihood of a weighted fit).  0, -1 if Sigma is not
+ * positive definite (every rank agrees), or 1 with a message. */
+int ghf_em_loglik_unweighted(MPI_Comm comm, ghf_backend *be, const ghf_params *t, double *ll, char *err, size_t errlen);
+
 /* Largest relative change between two parameter sets (the convergence test). */
 double ghf_param_change(const ghf_params *a, const ghf_params *b);
 

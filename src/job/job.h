@@ -32,6 +32,11 @@ typedef struct ghf_job {
     char *data_file, *dataset;
     int64_t rows_start, rows_len; /* optional window of the data set (rows_len < 0: to the end) */
     int drop_nonfinite;
+    /* observation weights (weighted EM; docs/job-files.md `weights`, `halflife`):
+     * a dataset "DATASET" (in data_file) or "FILE:DATASET", or exponential
+     * decay w_i = 2^(-(N-1-i)/halflife) over the rows of each fit (0: none) */
+    char *weights;
+    double halflife;
     /* output */
     char *out;
     /* sweep axes */
@@ -88,6 +93,10 @@ int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, si
 /* Checks that need every key and override applied (required keys, ranges).
  * Returns 0 or 2 with a message. */
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
+
+/* The weights' settings: not both weights and halflife, a dataset named,
+ * not the CUDA backend.  0, or 2 with a message. */
+int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen);
 
 /* The effective configuration as YAML text that ghf_job_parse accepts again
  * (malloc'd). */

@@ -320,7 +320,7 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
     memset(&r, 0, sizeof r);
     double t0 = MPI_Wtime();
     if (!st) {
-        const ghf_read_opts ro = {o->data, o->dataset, 0, -1, 0, 2, GHF_ROW_BLOCK};
+        const ghf_read_opts ro = {o->data, o->dataset, 0, -1, 0, 2, GHF_ROW_BLOCK, 0, NULL};
         st = ghf_h5_read_shard(comm, &ro, &sh, err, errlen);
     }
     if (!st) {
