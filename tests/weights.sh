@@ -130,7 +130,28 @@ mpirun -np 2 "$G" fit --data d.h5 --rows 500:1000 --weights /hl --model nig --to
   || die "decay dataset fit"
 relcheck "$("$H" hlds.h5 /fits/nig loglik)" "$("$H" s1.h5 /fits/nig loglik)" 1e-12 || die "halflife vs dataset"
 
-# 5. bad input: exit 2, one error line naming the thing, no result file
+# 5. checkpoints: a resume with other weights is refused; with the same weights it ends where an
+#    uninterrupted fit ends
+FITC=(fit --data d.h5 --weights /w --model gh --quiet --max-iter 400)
+GHFIT_TEST_ITER_SLEEP=150 mpirun -np 2 "$G" "${FITC[@]}" --out ck_r.h5 --checkpoint ck.h5 --checkpoint-every 2 \
+  > ck1.txt 2>&1 & bg=$!
+for _ in $(seq 1 300); do [ -e ck.h5 ] && break; sleep 0.2; done
+sleep 0.5; kill -USR1 $bg 2>/dev/null; wait $bg; rc=$?
+if [ $rc = 75 ] && [ -e ck.h5 ]; then
+  mpirun -np 2 "$G" fit --data d.h5 --weights /w2 --model gh --quiet --max-iter 400 --out ck_r.h5 \
+    --checkpoint ck.h5 --resume > ck2.txt 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q "other options" ck2.txt || { cat ck2.txt; die "resume with other weights: exit $rc"; }
+  [ ! -e ck_r.h5 ] || die "resume with other weights left a result"
+  mpirun -np 2 "$G" "${FITC[@]}" --out ck_r.h5 --checkpoint ck.h5 --resume > ck3.txt 2>&1 || { cat ck3.txt; die "resume"; }
+  mpirun -np 2 "$G" "${FITC[@]}" --out ck_full.h5 || die "uninterrupted fit"
+  [ "$("$H" ck_r.h5 /fits/gh loglik)" = "$("$H" ck_full.h5 /fits/gh loglik)" ] || die "resumed fit != uninterrupted"
+  [ "$("$H" ck_r.h5 /fits/gh weights)" = "d.h5:/w" ] || die "resumed fit: weights attribute"
+  echo "checkpoint: other weights refused, resume == uninterrupted"
+else
+  cat ck1.txt; die "no checkpoint of the weighted fit (exit $rc)"
+fi
+
+# 6. bad input: exit 2, one error line naming the thing, no result file
 bad() { # bad WANT ARGS...
   local want=$1; shift
   rm -f bad.h5
