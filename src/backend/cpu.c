@@ -100,21 +100,28 @@ static void block_qzw_blas(const cpu_impl *c, const ghf_estep_input *in, const d
 
 /* Weighted EM: the block's per-row moments (and |zw|, the scale of the
  * log-likelihood's rounding) times the rows' weights; a row of weight 0
- * contributes exact zeros (also where its moments are not finite). */
-static void block_weigh(const double *wt, int nb, double *ub, double *vb, double *lb, double *llb, double *zwv)
+ * contributes exact zeros (also where its moments are not finite).  wpad
+ * gets the weights padded with zeros to the end of the last group of
+ * eight; returns the block's sum of the weights (eight lanes, as row_sums). */
+static double block_weigh(const double *wt, int nb, double *ub, double *vb, double *lb, double *llb, double *zwv,
+                          double *wpad)
 {
     for (int i = 0; i < nb; i++) {
         const double w = wt[i];
-        if (w == 0.0) {
-            ub[i] = vb[i] = lb[i] = llb[i] = zwv[i] = 0.0;
-            continue;
-        }
-        ub[i] *= w;
-        vb[i] *= w;
-        lb[i] *= w;
-        llb[i] *= w;
-        zwv[i] *= w;
+        const int z = w == 0.0;
+        ub[i] = z ? 0.0 : ub[i] * w;
+        vb[i] = z ? 0.0 : vb[i] * w;
+        lb[i] = z ? 0.0 : lb[i] * w;
+        llb[i] = z ? 0.0 : llb[i] * w;
+        zwv[i] = z ? 0.0 : zwv[i] * w;
+        wpad[i] = w;
     }
+    int ng = (nb + 7) / 8;
+    for (int i = nb; i < 8 * ng; i++) wpad[i] = 0.0;
+    double t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int g = 0; g < ng; g++)
+        for (int r = 0; r < 8; r++) t[r] += wpad[8 * g + r];
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
 /* Weighted EM: s4 += sum w x over the block's rows, in row order. */
@@ -176,17 +183,12 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
         memcpy(c->row_u + r0, ub, (size_t)nb * sizeof(double));
     }
     const double *wt = c->w ? c->w + r0 : NULL;
-    if (wt) block_weigh(wt, nb, ub, vb, lb, llb, zwv);
+    double *wpad = ux; /* weighted, small d: the weights padded with zeros to the last group of eight */
+    if (wt) acc[GHF_ST_N] += block_weigh(wt, nb, ub, vb, lb, llb, zwv, wpad);
+    else acc[GHF_ST_N] += nb;
     double rs[6]; /* s1 s2 s3 ll bad zwa */
     c->k->row_sums(nb, ub, vb, lb, llb, zwv, rs);
     /* the sub-block's partial sums: scalars, s4, s5, lower triangle of s6 */
-    if (wt) {
-        double sw = 0.0;
-        for (int i = 0; i < nb; i++) sw += wt[i];
-        acc[GHF_ST_N] += sw;
-    } else {
-        acc[GHF_ST_N] += nb;
-    }
     acc[GHF_ST_S1] += rs[0];
     acc[GHF_ST_S2] += rs[1];
     acc[GHF_ST_S3] += rs[2];
@@ -194,13 +196,10 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
     acc[GHF_ST_NBAD] += rs[4];
     acc[GHF_ST_ZWABS] += rs[5]; /* the stop flag is added once, by the caller */
     double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
-    double s4x[GHF_CPU_SMALL_D]; /* weighted: the kernels' unweighted s4 goes here, unused */
-    double *s4k = wt && small ? s4x : s4;
     if (small)
-        c->k->sums(d, xT, nb, ub, s4k, s5, s6, ux + CPU_BLOCK);
+        c->k->sums(d, xT, nb, ub, wt ? wpad : NULL, s4, s5, s6, ux + CPU_BLOCK);
     else
         block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6, wt);
-    if (wt && small) block_s4_weighted(d, xb, nb, wt, s4);
 }
 
 /* The plan (and its folded form) for this iteration's order over a range of
