@@ -60,6 +60,16 @@ for m in gh nig; do
   ws=$("$H" w_$m.h5 /fits/$m weight_sum); nr=$("$H" r_$m.h5 /fits/$m n_obs)
   [ "$ws" = "$nr" ] || die "$m weight_sum $ws != repeated rows $nr"
 done
+# every other family: the same log-likelihood (1e-12) and Sigma (1e-9)
+for m in hyp vg t gauss; do
+  mpirun -np 2 "$G" fit --data d.h5 --weights /w --model $m --out w_$m.h5 --quiet --tol 1e-13 || die "$m weighted fit"
+  mpirun -np 2 "$G" fit --data rep.h5 --model $m --out r_$m.h5 --quiet --tol 1e-13 || die "$m repeated fit"
+  echo "$m: weighted vs repeated rows"
+  relcheck "$("$H" w_$m.h5 /fits/$m loglik)" "$("$H" r_$m.h5 /fits/$m loglik)" 1e-12 || die "$m loglik"
+  paste <("$H" w_$m.h5 /fits/$m/params/sigma) <("$H" r_$m.h5 /fits/$m/params/sigma) | while read -r a b; do
+    relcheck "$a" "$b" 1e-9 >/dev/null || { echo "  sigma: $a vs $b"; exit 1; }
+  done || die "$m sigma differs beyond 1e-9"
+done
 # the attributes: label, n_eff = (sum w)^2 / sum w^2, the unweighted log-likelihood, BIC with n_eff
 lab=$("$H" w_gh.h5 /fits/gh weights); [ "$lab" = "d.h5:/w" ] || die "weights attribute '$lab'"
 "$PY" - <<'EOF' || die "attributes"
@@ -125,6 +135,15 @@ for k in 0 1 2; do
   relcheck "$("$H" sweep.h5 /fits/$name/params/a)" "$("$H" s$k.h5 /fits/nig/params/a)" 1e-9 || die "window $k a"
   [ "$("$H" sweep.h5 /fits/$name weights)" = "halflife 300" ] || die "window $k weights attribute"
 done
+# a weights dataset in a sweep: each window takes its rows' weights (window 1 == a --rows fit)
+sed -e 's/^halflife: 300$/weights: \/w/' -e 's/sweep.h5/sweepw.h5/' sweep.yaml > sweepw.yaml
+mpirun -np 2 "$G" run sweepw.yaml > runw.txt 2>&1 || { cat runw.txt; die "weights sweep"; }
+name=$("$PY" -c "import h5py; print(sorted(h5py.File('sweepw.h5','r')['/fits'])[1])")
+mpirun -np 2 "$G" fit --data d.h5 --rows 500:1000 --weights /w --model nig --tol 1e-11 --out sw1.h5 --quiet \
+  || die "window 1 weighted fit"
+echo "weights sweep, window 1 ($name) vs a --rows fit"
+relcheck "$("$H" sweepw.h5 /fits/$name loglik)" "$("$H" sw1.h5 /fits/nig loglik)" 1e-12 || die "weights sweep window 1"
+[ "$("$H" sweepw.h5 /fits/$name weights)" = "d.h5:/w" ] || die "weights sweep: attribute"
 # the decay as a dataset gives the same fit as --halflife (window 1: rows 500..1499)
 mpirun -np 2 "$G" fit --data d.h5 --rows 500:1000 --weights /hl --model nig --tol 1e-11 --out hlds.h5 --quiet \
   || die "decay dataset fit"
