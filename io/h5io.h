@@ -47,7 +47,10 @@ typedef struct ghf_read_opts {
     int64_t win_start, win_len;   /* row window; win_len < 0 = to the end */
     int64_t win_step;             /* reserved: must be 0 or 1 */
     int drop_nonfinite;           /* 0: non-finite values are an error; 1: drop such rows;
-                                     2: keep them (`ghfit eval` flags them itself) */
+                                     2: keep them (`ghfit eval` flags them itself);
+                                     3: --missing em: NaN entries kept (missing), rows
+                                     with no finite entry dropped (n_dropped), an
+                                     infinite entry an error */
     int64_t granule;              /* ranks get whole groups of this many rows of the window
                                      (ghf_block_range_granular); 0 or 1: any row boundary */
     int vector;                   /* 1: also accept a 1-D dataset of n values (read as n x 1;
@@ -254,6 +257,12 @@ typedef struct ghf_fit_record {
      * NULL weights: an unweighted fit, none written) */
     const char *weights;                             /* "FILE:DATASET" or "halflife H" */
     double weight_sum, n_eff, loglik_unweighted;
+    /* --missing em (attributes missing, n_incomplete, missing_fraction and the
+     * dataset missing_counts; NULL missing: none written) */
+    const char *missing;
+    int64_t n_incomplete;
+    double missing_fraction;
+    const double *missing_counts; int n_missing_counts; /* rows with k = 0..d missing entries */
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;

@@ -162,6 +162,15 @@ static int o_halflife(ghf_job *j, const char *v)
     return 0;
 }
 
+static int o_missing(ghf_job *j, const char *v)
+{
+    if (!strcmp(v, "em")) j->missing_em = 1;
+    else if (!strcmp(v, "drop")) j->drop_nonfinite = 1;
+    else if (!strcmp(v, "error")) j->missing_em = 0;
+    else return bad("missing", v, "drop, em or error");
+    return 0;
+}
+
 static int o_drop(ghf_job *j, const char *v) { (void)v; j->drop_nonfinite = 1; return 0; }
 static int o_quiet(ghf_job *j, const char *v) { (void)v; j->quiet = 1; return 0; }
 static int o_logit(ghf_job *j, const char *v) { (void)v; j->log_iterations = 1; return 0; }
@@ -224,6 +233,10 @@ static const opt g_opts[] = {
      "exponential-decay weights w_i = 2^(-(N-1-i)/H) over the N rows of each\n"
      "fit (of each window in a sweep); not with --weights",
      o_halflife},
+    {"missing", "M", F | R,
+     "NaN entries: error (default), drop (the rows; = --drop-nonfinite) or\n"
+     "em (missing at random: EM over the missing coordinates, CPU backend)",
+     o_missing},
     {"accel", "A", F | R, "squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)", o_accel},
     {"se", NULL, F | R,
      "standard errors from the observed information: /fits/NAME/se/ and\n"

@@ -25,10 +25,13 @@ int ghf__em_estep(em_ctx *e, const ghf_params *t, int stop_req, char *err, size_
     in.w = e->g.w;
     in.c = e->g.c;
     in.stop_request = stop_req;
-    return e->be->estep(e->be, &in, e->stats, err, errlen) ? 1 : 0;
+    if (e->be->estep(e->be, &in, e->stats, err, errlen)) return 1;
+    if (e->o->has_missing && ghf_missing_estep(e->comm, e->o->missing, t, 1, e->stats, err, errlen)) return 1;
+    return 0;
 }
 
-int ghf_em_loglik_unweighted(MPI_Comm comm, ghf_backend *be, const ghf_params *t, double *ll, char *err, size_t errlen)
+int ghf_em_loglik_unweighted(MPI_Comm comm, ghf_backend *be, const ghf_missing *miss, int has_missing,
+                             const ghf_params *t, double *ll, char *err, size_t errlen)
 {
     const int d = t->d;
     ghf_derived g;
@@ -48,6 +51,7 @@ int ghf_em_loglik_unweighted(MPI_Comm comm, ghf_backend *be, const ghf_params *t
         be->weights = NULL;
         rc = be->estep(be, &in, stats, err, errlen) ? 1 : 0;
         be->weights = w;
+        if (rc == 0 && has_missing) rc = ghf_missing_estep(comm, miss, t, 0, stats, err, errlen) ? 1 : 0;
         if (rc == 0) *ll = stats[GHF_ST_NBAD] == 0 ? stats[GHF_ST_LL] : NAN;
     }
     ghf_derived_free(&g);

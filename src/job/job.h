@@ -37,6 +37,9 @@ typedef struct ghf_job {
      * decay w_i = 2^(-(N-1-i)/halflife) over the rows of each fit (0: none) */
     char *weights;
     double halflife;
+    /* missing coordinates (NaN entries): 1 = EM over them (--missing em,
+     * job key `missing: em`); 0 = `error` (default) or `drop` (drop_nonfinite) */
+    int missing_em;
     /* output */
     char *out;
     /* sweep axes */

@@ -340,6 +340,114 @@ int ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, cons
     return 0;
 }
 
+/* --missing em: part[j] += w x_j, part[d + j] += w over the observed
+ * entries; part[2d] += w (every row) */
+static void blk_avail_sum(void *ctx, const double *x, int nb, int d, double *part)
+{
+    const mom_ctx *m = ctx;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = x + (size_t)i * d, wi = row_weight(m, xi, d);
+        for (int j = 0; j < d; j++)
+            if (!isnan(xi[j])) {
+                part[j] += wi * xi[j];
+                part[d + j] += wi;
+            }
+        part[2 * d] += wi;
+    }
+}
+
+/* --missing em: pairwise sums w x_j x_k and weights over the rows where both are observed, k <= j */
+static void blk_avail_cross(void *ctx, const double *x, int nb, int d, double *part)
+{
+    const mom_ctx *m = ctx;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = x + (size_t)i * d, wi = row_weight(m, xi, d);
+        for (int j = 0; j < d; j++) {
+            if (isnan(xi[j])) continue;
+            for (int k = 0; k <= j; k++)
+                if (!isnan(xi[k])) {
+                    part[j * d + k] += wi * xi[j] * xi[k];
+                    part[d * d + j * d + k] += wi;
+                }
+        }
+    }
+}
+
+int ghf_data_prepare_missing(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
+                             char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const int d = s->d;
+    out->w = w;
+    out->n_global = s->n_global;
+    out->d = d;
+    out->nrows = s->nrows;
+    out->x = s->x;
+    out->ll_gauss = NAN; /* unknown: no Gaussian closed form over missing entries */
+    out->shift = calloc((size_t)d, sizeof(double));
+    out->mean = calloc((size_t)d, sizeof(double));
+    out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
+    double *buf = calloc(2 * (size_t)d * (size_t)d + 2 * (size_t)d + 1, sizeof(double));
+    double *L = calloc((size_t)d * (size_t)d, sizeof(double));
+    const int fail = !out->shift || !out->mean || !out->cov || !buf || !L;
+    if (fail) snprintf(err, errlen, "out of memory (preparing %s)", what);
+    if (ghf_agree(comm, fail, err, errlen) || s->n_global < (int64_t)d + 1) {
+        if (!fail)
+            snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
+                     (long long)s->n_global, d, d + 1);
+        free(buf), free(L);
+        ghf_data_free(out);
+        return fail ? 1 : 2;
+    }
+    double amax = 0.0; /* the scaling of data near the limits of double, as ghf_data_prepare */
+    for (int64_t i = 0; i < s->nrows * d; i++)
+        if (!isnan(s->x[i])) amax = fmax(amax, fabs(s->x[i]));
+    MPI_Allreduce(MPI_IN_PLACE, &amax, 1, MPI_DOUBLE, MPI_MAX, comm);
+    if (amax > 0x1p500 || (amax > 0.0 && amax < 0x1p-500)) {
+        int e;
+        frexp(amax, &e);
+        out->scale_log2 = -e;
+        for (int64_t i = 0; i < s->nrows * d; i++) s->x[i] = ldexp(s->x[i], out->scale_log2);
+    }
+    mom_ctx m = {NULL, NULL, s->x, w};
+    int st = ghf_xreduce_rows(comm, s->x, s->nrows, d, 2 * d + 1, blk_avail_sum, &m, buf) ? 1 : 0;
+    for (int j = 0; !st && j < d; j++) {
+        if (!(buf[d + j] > 0.0)) {
+            snprintf(err, errlen, "%s: column %d has no observed value (every entry NaN)", what, j);
+            st = 2;
+        } else {
+            out->shift[j] = buf[j] / buf[d + j]; /* the available-case mean */
+        }
+    }
+    out->wsum = buf[2 * d];
+    if (!st) {
+        for (int64_t i = 0; i < s->nrows; i++)
+            for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
+        st = ghf_xreduce_rows(comm, s->x, s->nrows, d, 2 * d * d, blk_avail_cross, &m, buf) ? 1 : 0;
+    }
+    /* the pairwise covariance; its diagonal when it is not positive definite */
+    for (int j = 0; !st && j < d; j++)
+        for (int k = 0; k <= j; k++) {
+            const double c = buf[d * d + j * d + k] > 0.0 ? buf[j * d + k] / buf[d * d + j * d + k] : 0.0;
+            out->cov[j * d + k] = out->cov[k * d + j] = c;
+        }
+    for (int j = 0; !st && j < d; j++)
+        if (!(out->cov[j * d + j] > 0.0) || !isfinite(out->cov[j * d + j])) {
+            snprintf(err, errlen, "%s: column %d is constant over its observed values (or overflows)", what, j);
+            st = 2;
+        }
+    if (!st && ghf_cholesky(d, out->cov, L) != 0)
+        for (int j = 0; j < d; j++)
+            for (int k = 0; k < d; k++)
+                if (j != k) out->cov[j * d + k] = 0.0;
+    free(buf), free(L);
+    if (st) {
+        if (st == 1) snprintf(err, errlen, "out of memory");
+        ghf_data_free(out);
+    }
+    return st;
+}
+
 void ghf_data_params_to_internal(const ghf_data *g, const ghf_params *in, ghf_params *out)
 {
     const int d = in->d, k = g->scale_log2;
@@ -476,6 +584,11 @@ void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_rec
     rec->weight_sum = out->weight_sum;
     rec->n_eff = out->n_eff;
     rec->loglik_unweighted = out->loglik_unweighted;
+    rec->missing = out->missing;
+    rec->n_incomplete = out->n_incomplete;
+    rec->missing_fraction = out->missing_fraction;
+    rec->missing_counts = out->missing_counts;
+    rec->n_missing_counts = out->missing_counts ? out->d + 1 : 0;
 }
 
 void ghf_fit_out_free(ghf_fit_out *out)

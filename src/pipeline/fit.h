@@ -34,6 +34,12 @@ typedef struct ghf_data {
     double wsum;     /* the sum of the weights over all ranks (with w) */
 } ghf_data;
 
+/* --missing em: the same for rows with NaN entries (missing coordinates):
+ * available-case means (the centring), the pairwise covariance (its diagonal
+ * when not positive definite) for EM's start, ll_gauss NaN, no robust start. */
+int  ghf_data_prepare_missing(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
+                              char *err, size_t errlen);
+
 /* The number of observations EM sees: the sum of the weights, or n_global. */
 static inline double ghf_data_count(const ghf_data *g)
 {
@@ -90,6 +96,12 @@ typedef struct ghf_fit_out {
     const char *weights;          /* the weights' spec ("FILE:DATASET" or "halflife H"), NULL: unweighted */
     double weight_sum, n_eff;     /* sum w and (sum w)^2 / sum w^2 */
     double loglik_unweighted;     /* sum log f(x_i) at the fitted parameters (data coordinates) */
+    /* --missing em (missing set): rows with a missing entry, the fraction of
+     * missing entries, rows by their number of missing entries [d + 1] */
+    const char *missing;
+    int64_t n_incomplete;
+    double missing_fraction;
+    const double *missing_counts;
     double phases[GHF_NPHASES];   /* this rank */
     double *all_phases;           /* rank 0: [n_ranks][GHF_NPHASES] */
     int n_ranks;

@@ -37,6 +37,13 @@ typedef struct data_cache {
     double wsum, wsum2;
     int wunit;
     char wlabel[1600];
+    /* --missing em: whether the fit has rows with NaN entries (every rank),
+     * the rank's complete rows (first in the shard), the set of the others,
+     * rows by number of missing entries [d + 1] */
+    int has_missing;
+    int64_t n_complete;
+    ghf_missing *miss;
+    double *mcounts;
 } data_cache;
 
 /* Warm start: the previous fit's parameters in data coordinates. */
@@ -213,6 +220,11 @@ static void cache_drop_window(data_cache *dc)
     dc->be = NULL;
     free(dc->w);
     dc->w = NULL;
+    ghf_missing_free(dc->miss);
+    dc->miss = NULL;
+    free(dc->mcounts);
+    dc->mcounts = NULL;
+    dc->has_missing = 0;
     ghf_data_free(&dc->data);
     ghf_shard_free(&dc->shard);
     dc->have = 0;
@@ -274,6 +286,22 @@ static int finish_weights(group_ctx *g, data_cache *dc, char *err, size_t errlen
     return st;
 }
 
+/* --missing em: complete rows first, the counts; has_missing when some
+ * rank has a row with a NaN entry.  Collective; 0 or an exit status. */
+static int arrange_missing(group_ctx *g, data_cache *dc, char *err, size_t errlen)
+{
+    const int d = dc->shard.d;
+    dc->mcounts = malloc((size_t)(d + 1) * sizeof(double));
+    if (ghf_any(g->gcomm, !dc->mcounts)) {
+        snprintf(err, errlen, "out of memory");
+        return GHF_EXIT_RUNTIME;
+    }
+    const int st = ghf__missing_arrange(g->gcomm, &dc->shard, dc->w, &dc->n_complete, dc->mcounts, err, errlen);
+    if (st) return st;
+    dc->has_missing = dc->mcounts[0] < (double)dc->shard.n_global;
+    return 0;
+}
+
 /* The backend of a weighted fit: the CPU (the CUDA backend has no weighted
  * E-step; `cuda` itself was refused with the options); auto says so once
  * where a CUDA backend is built in. */
@@ -322,7 +350,8 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         sh->file_dtype_bits = dc->span.file_dtype_bits;
     } else {
         if (j->weights && (st = load_weights(g, dc, s, err, errlen)) != 0) return st;
-        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite, GHF_ROW_BLOCK, 0, dc->w};
+        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->missing_em ? 3 : j->drop_nonfinite,
+                            GHF_ROW_BLOCK, 0, dc->w};
         st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
         *data_bad = st == GHF_EXIT_USAGE;
         if (st && *data_bad && g->mode == GHF_PIPE_RUN) { /* name the window the rows belong to */
@@ -341,8 +370,17 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         ghf_shard_free(&dc->shard);
         return st;
     }
-    st = ghf_data_prepare_weighted(g->gcomm, &dc->shard, dc->w && !dc->wunit ? dc->w : NULL, what, &dc->data, err,
-                                   errlen);
+    if (j->missing_em && (st = arrange_missing(g, dc, err, errlen)) != 0) {
+        ghf_shard_free(&dc->shard);
+        free(dc->w);
+        dc->w = NULL;
+        return st;
+    }
+    const double *wuse = dc->w && !dc->wunit ? dc->w : NULL;
+    if (dc->has_missing)
+        st = ghf_data_prepare_missing(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
+    else
+        st = ghf_data_prepare_weighted(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
     if (st) {
         *data_bad = st == GHF_EXIT_USAGE;
         ghf_shard_free(&dc->shard);
@@ -350,10 +388,26 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         dc->w = NULL;
         return st;
     }
-    dc->be = ghf_backend_create(g->gcomm, dc->w ? weighted_backend(g) : j->backend, dc->data.x, dc->data.nrows,
-                                dc->data.d, &st, err, errlen);
-    if (dc->be) dc->be->weights = dc->w && !dc->wunit ? dc->w : NULL;
+    const int64_t nfast = dc->has_missing ? dc->n_complete : dc->data.nrows; /* the backend's rows */
+    dc->be = ghf_backend_create(g->gcomm, dc->w || dc->has_missing ? weighted_backend(g) : j->backend, dc->data.x,
+                                nfast, dc->data.d, &st, err, errlen);
+    if (dc->be) dc->be->weights = wuse;
+    if (dc->be && dc->has_missing) {
+        const int d = dc->data.d;
+        dc->miss = ghf_missing_create(dc->data.x + (size_t)nfast * d, wuse ? wuse + nfast : NULL,
+                                      dc->data.nrows - nfast, d);
+        if (ghf_any(g->gcomm, !dc->miss)) {
+            snprintf(err, errlen, "out of memory (the rows with missing entries)");
+            dc->be->destroy(dc->be);
+            dc->be = NULL;
+            st = GHF_EXIT_RUNTIME;
+        }
+    }
     if (!dc->be) {
+        ghf_missing_free(dc->miss);
+        dc->miss = NULL;
+        free(dc->mcounts);
+        dc->mcounts = NULL;
         free(dc->w);
         dc->w = NULL;
         ghf_data_free(&dc->data);
@@ -424,7 +478,7 @@ static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs
                          const int *done_k)
 {
     const ghf_job *j = g->job;
-    if (g->gsize != 1 || j->drop_nonfinite || j->weights || n_mine == 0) return;
+    if (g->gsize != 1 || j->drop_nonfinite || j->weights || j->missing_em || n_mine == 0) return;
     int64_t lo = INT64_MAX, hi = 0;
     int need = 0;
     for (int q = 0; q < n_mine; q++) {
@@ -489,6 +543,22 @@ static void spec_em_opts(group_ctx *g, const ghf_fit_spec *s, const ghf_data *da
     eo->on_state_ctx = g;
 }
 
+/* --missing em: what the result records */
+static void missing_record(const data_cache *dc, ghf_fit_out *out)
+{
+    if (!dc->mcounts) return;
+    const int d = dc->data.d;
+    double nmiss = 0.0, ninc = 0.0;
+    for (int k = 1; k <= d; k++) {
+        nmiss += k * dc->mcounts[k];
+        ninc += dc->mcounts[k];
+    }
+    out->missing = "em";
+    out->n_incomplete = (int64_t)ninc;
+    out->missing_fraction = dc->data.n_global > 0 ? nmiss / ((double)dc->data.n_global * d) : 0.0;
+    out->missing_counts = dc->mcounts;
+}
+
 /* The outcome of one fit: done (record delivered), failed on its data
  * (recorded, the sweep goes on), stopped, or an error of the group. */
 enum { FIT_DONE, FIT_FAILED, FIT_STOPPED, FIT_ERROR };
@@ -504,6 +574,8 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
     ghf_em_opts eo;
     char label[80];
     spec_em_opts(g, s, data, label, sizeof label, &eo);
+    eo.missing = dc->miss;
+    eo.has_missing = dc->has_missing;
     g->cur = s;
     g->base_iter = -1;
     if (fit_mode && g->wrank == 0 && !j->quiet) {
@@ -576,12 +648,14 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         out.weights = dc->wlabel;
         out.weight_sum = dc->wsum;
         out.n_eff = dc->wsum * dc->wsum / dc->wsum2;
-        if (ghf_em_loglik_unweighted(g->gcomm, dc->be, &out.em.params, &out.loglik_unweighted, msg, msglen) > 0) {
+        if (ghf_em_loglik_unweighted(g->gcomm, dc->be, dc->miss, dc->has_missing, &out.em.params,
+                                     &out.loglik_unweighted, msg, msglen) > 0) {
             ghf_fit_out_free(&out);
             *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
             return FIT_ERROR;
         }
     }
+    missing_record(dc, &out);
     const int oom = ghf_fit_out_finish(&out, data) != 0;
     if (ghf_any(g->gcomm, oom)) {
         snprintf(msg, msglen, "out of memory");

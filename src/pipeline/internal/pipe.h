@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "h5ckpt.h"
+#include "h5io.h"
 #include "job.h"
 #include "liveness.h"
 #include "pipeline.h"
@@ -123,5 +124,14 @@ void ghf__weights_halflife(MPI_Comm comm, double h, int64_t n_global, int64_t nr
  * weight is exactly 1.  Status 2 when every weight is 0 or a sum overflows. */
 int  ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, double *sum, double *sum2,
                        int *unit, char *err, size_t errlen);
+
+/* ---- missing coordinates (missing.c) ---- */
+
+/* Collective: the shard's complete rows first, then the rows with NaN
+ * entries, each in row order (w, when set, moved with them);
+ * *n_complete: the rank's complete rows; counts[k] (k = 0..d): the rows
+ * with k missing entries over all ranks. */
+int ghf__missing_arrange(MPI_Comm comm, ghf_shard *sh, double *w, int64_t *n_complete, double *counts,
+                         char *err, size_t errlen);
 
 #endif
