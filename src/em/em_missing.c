@@ -3,11 +3,13 @@
  * pattern, the conditional moments of the missing coordinates given Y and the
  * observed ones (docs/design.md "Missing coordinates"). */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agree.h"
+#include "bessel_plan.h"
 #include "em.h"
 #include "xreduce.h"
 
@@ -19,6 +21,7 @@ typedef struct pattern {
 
 struct ghf_missing {
     const double *x, *w; /* rows (NaN: missing) and their weights (NULL: 1) */
+    double *xs, *ws;     /* the same sorted by pattern (contiguous reads in the E-step) */
     int64_t nrows;
     int d;
     int64_t *order; /* rows sorted by pattern */
@@ -53,6 +56,8 @@ void ghf_missing_free(ghf_missing *m)
 {
     if (!m) return;
     free(m->order);
+    free(m->xs);
+    free(m->ws);
     free(m->pat);
     free(m->idx);
     free(m);
@@ -72,6 +77,13 @@ ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows,
     g_sort_x = x;
     g_sort_d = d;
     qsort(m->order, (size_t)nrows, sizeof(int64_t), cmp_rows);
+    m->xs = malloc((size_t)(nrows > 0 ? nrows : 1) * (size_t)d * sizeof(double));
+    m->ws = w ? malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(double)) : NULL;
+    if (!m->xs || (w && !m->ws)) goto oom;
+    for (int64_t i = 0; i < nrows; i++) {
+        memcpy(m->xs + i * d, x + m->order[i] * d, (size_t)d * sizeof(double));
+        if (w) m->ws[i] = w[m->order[i]];
+    }
     int np = 0;
     for (int64_t i = 0; i < nrows; i++)
         if (i == 0 || !same_pattern(x + m->order[i] * d, x + m->order[i - 1] * d, d)) np++;
@@ -154,108 +166,265 @@ static int pat_setup(const pattern *p, const ghf_params *t, pat_work *pw)
     return 0;
 }
 
-/* One row's share (weight w) of the statistics into acc (layout estep.h; s6
- * lower triangle).  cv, ev: scratch [d].  Returns 1 if its moments are finite. */
-static int row_stats(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
-                     const double *xi, double w, double *cv, double *ev, double *acc)
+/* q = |L_O^-1 (x_O - mu_O)|^2 and zw of one row (its observed coordinates) */
+static void row_qzw(const pattern *p, const pat_work *pw, const ghf_params *t, const double *xi, double *q,
+                    double *zw)
 {
-    const int d = m->d, no = p->no, nm = p->nm;
+    const int no = p->no;
     const double *Li = pw->g.Linv;
-    double q = 0.0, zw = 0.0;
+    double qq = 0.0, zz = 0.0;
     for (int a = 0; a < no; a++) {
         double z = 0.0;
         for (int b = 0; b <= a; b++) z += Li[a * no + b] * (xi[p->io[b]] - t->mu[p->io[b]]);
-        q += z * z;
-        zw += z * pw->g.w[a];
+        qq += z * z;
+        zz += z * pw->g.w[a];
     }
-    const ghf_estep_consts *c = &pw->g.c;
-    const ghf_point pt = ghf_estep_point(c, q, zw, ghf_bessel_fused(c->P, ghf_estep_arg(c, q)));
+    *q = qq;
+    *zw = zz;
+}
+
+/* One row's share (weight w) of the statistics into acc (layout estep.h; s6
+ * lower triangle), from its posterior moments pt.  cv: scratch [2d].
+ * Returns 1 if its moments are finite. */
+static int row_stats(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                     const double *xi, double w, double zw, ghf_point pt, double *cv, double *acc)
+{
+    const int d = m->d, no = p->no, nm = p->nm;
+    double *dx = cv + d; /* x_O - mu_O */
+    for (int a = 0; a < no; a++) dx[a] = xi[p->io[a]] - t->mu[p->io[a]];
     if (!(isfinite(pt.u) && isfinite(pt.v) && isfinite(pt.l) && isfinite(pt.ll))) return 0;
     /* E[x | y, x_O] = cv + ev y: cv_O = x_O, ev_O = 0; cv_M = mu_M + B (x_O - mu_O), ev_M = bvec */
-    for (int a = 0; a < no; a++) {
-        cv[p->io[a]] = xi[p->io[a]];
-        ev[p->io[a]] = 0.0;
-    }
+    for (int a = 0; a < no; a++) cv[p->io[a]] = xi[p->io[a]];
     for (int r = 0; r < nm; r++) {
         double s = t->mu[p->im[r]];
-        for (int a = 0; a < no; a++) s += pw->B[r * no + a] * (xi[p->io[a]] - t->mu[p->io[a]]);
+        for (int a = 0; a < no; a++) s += pw->B[r * no + a] * dx[a];
         cv[p->im[r]] = s;
-        ev[p->im[r]] = pw->bvec[r];
     }
-    const double u = pt.u, v = pt.v;
+    const double u = pt.u, v = pt.v, wu = w * u;
     acc[GHF_ST_N] += w;
-    acc[GHF_ST_S1] += w * u;
+    acc[GHF_ST_S1] += wu;
     acc[GHF_ST_S2] += w * v;
     acc[GHF_ST_S3] += w * pt.l;
     acc[GHF_ST_LL] += w * pt.ll;
     acc[GHF_ST_ZWABS] += w * fabs(zw);
     double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
     for (int j = 0; j < d; j++) {
-        s4[j] += w * (cv[j] + ev[j] * v);
-        s5[j] += w * (cv[j] * u + ev[j]);
-        /* E[x x^T / Y] = cv cv^T u + cv ev^T + ev cv^T + ev ev^T v (+ C on the missing block) */
-        for (int k = 0; k <= j; k++)
-            s6[j * d + k] += w * (cv[j] * cv[k] * u + cv[j] * ev[k] + ev[j] * cv[k] + ev[j] * ev[k] * v);
+        s4[j] += w * cv[j];
+        s5[j] += wu * cv[j];
+        /* E[x x^T / Y] = cv cv^T u + (cv ev^T + ev cv^T + ev ev^T v + C on the missing block) */
+        const double cj = wu * cv[j];
+        double *row = s6 + (size_t)j * d;
+        for (int k = 0; k <= j; k++) row[k] += cj * cv[k];
     }
-    for (int r = 0; r < nm; r++)
-        for (int s = 0; s < nm; s++) {
-            const int j = p->im[r], k = p->im[s];
-            if (k <= j) s6[j * d + k] += w * pw->C[r * nm + s];
+    /* the terms of ev (nonzero on the missing coordinates only) */
+    for (int r = 0; r < nm; r++) {
+        const int j = p->im[r];
+        const double e = pw->bvec[r];
+        s4[j] += w * e * v;
+        s5[j] += w * e;
+        for (int k = 0; k < d; k++) { /* cv_j ev_k + ev_j cv_k, lower triangle: the pair (j, k) */
+            const int hi = j > k ? j : k, lo = j > k ? k : j;
+            s6[(size_t)hi * d + lo] += (k == j ? 2.0 : 1.0) * w * e * cv[k];
         }
+        for (int s2 = 0; s2 < nm; s2++) {
+            const int k = p->im[s2];
+            if (k <= j) s6[(size_t)j * d + k] += w * (e * pw->bvec[s2] * v + pw->C[r * nm + s2]);
+        }
+    }
     return 1;
+}
+
+/* rows per work unit: its partial sums (row order) are added exactly */
+#define MISS_CHUNK 256
+
+/* acc[len] (s6: lower triangle) added exactly to xs */
+static void acc_flush(int d, const double *acc, ghf_xsum *xs)
+{
+    for (int i = 0; i < GHF_ST_S4 + 2 * d; i++) ghf_xsum_add(&xs[i], acc[i]);
+    for (int j = 0; j < d; j++)
+        for (int c = 0; c <= j; c++) ghf_xsum_add(&xs[ghf_stats_s6(d) + j * d + c], acc[ghf_stats_s6(d) + j * d + c]);
+}
+
+/* The pattern's scratch in buf (at most 5 d^2 + 3 d doubles). */
+static void pat_work_bind(const pattern *p, double *b, pat_work *pw)
+{
+    const int no = p->no, nm = p->nm;
+    pw->sub.mu = b, b += no;
+    pw->sub.gamma = b, b += no;
+    pw->sub.sigma = b, b += (size_t)no * no;
+    pw->g.L = b, b += (size_t)no * no;
+    pw->g.Linv = b, b += (size_t)no * no;
+    pw->g.w = b, b += no;
+    pw->si = b, b += (size_t)no * no;
+    pw->B = b, b += (size_t)nm * no;
+    pw->bvec = b, b += nm;
+    pw->C = b;
+}
+
+/* doubles of a pattern's scratch (pat_work_bind) */
+static size_t pat_work_len(const pattern *p)
+{
+    return 4 * (size_t)p->no * p->no + 3 * (size_t)p->no + (size_t)p->nm * p->no + p->nm + (size_t)p->nm * p->nm;
+}
+
+/* patterns' scratch per batch: at most this many doubles (32 MiB) beyond one pattern */
+#define MISS_BATCH_DOUBLES ((size_t)4 << 20)
+
+/* per batch: the Bessel plans, one per number of observed coordinates
+ * (the posterior order p - |O|/2), over the range of the rows' arguments,
+ * where enough rows share the order to pay for them (as the CPU backend) */
+typedef struct order_plans {
+    ghf_bessel_plan *plan; /* [d + 1] */
+    int *use;              /* [d + 1] */
+    double *zmin, *zmax;   /* [d + 1] */
+    int64_t *rows;         /* [d + 1] */
+} order_plans;
+
+static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k1, const pat_work *pw,
+                        const double *zv, int nt, order_plans *op)
+{
+    const int d = m->d;
+    for (int o = 0; o <= d; o++) {
+        op->zmin[o] = INFINITY;
+        op->zmax[o] = 0.0;
+        op->rows[o] = 0;
+        op->use[o] = 0;
+    }
+    for (int k = k0; k < k1; k++) {
+        const pattern *p = &m->pat[k];
+        if (pw[k].g.c.A == 0.0) continue; /* the Student t face: no Bessel function */
+        op->rows[p->no] += p->count;
+        for (int64_t r = 0; r < p->count; r++) {
+            const double z = zv[p->first + r];
+            if (z > 0.0 && z < op->zmin[p->no]) op->zmin[p->no] = z;
+            if (z > op->zmax[p->no]) op->zmax[p->no] = z;
+        }
+    }
+    for (int o = 1; o <= d; o++) {
+        if (op->rows[o] < 64 || !(op->zmax[o] > 0.0) || !isfinite(op->zmax[o])) continue;
+        double zmin = op->zmin[o];
+        if (!(zmin > 0.0) || zmin < ldexp(op->zmax[o], -30)) zmin = ldexp(op->zmax[o], -30);
+        ghf_bessel_plan *pl = &op->plan[o];
+        if (ghf_bessel_plan_setup(pl, t->p - 0.5 * o, zmin, op->zmax[o]) != 0) continue;
+        const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
+        if ((int64_t)nn * 4 > op->rows[o]) continue;
+#pragma omp parallel num_threads(nt)
+        {
+#pragma omp for schedule(dynamic, 4)
+            for (int i = 0; i < nn; i++) ghf_bessel_plan_node(pl, i);
+#pragma omp for schedule(static)
+            for (int i = 0; i < np; i++) ghf_bessel_plan_finish_piece(pl, i);
+        }
+        op->use[o] = 1;
+    }
 }
 
 int ghf_missing_estep(MPI_Comm comm, const ghf_missing *m, const ghf_params *t, int weighted, double *stats,
                       char *err, size_t errlen)
 {
     const int d = t->d, len = ghf_stats_len(d);
-    ghf_xsum *xs = malloc((size_t)len * sizeof(ghf_xsum));
-    double *acc = malloc((size_t)len * sizeof(double));
-    /* scratch for every pattern: sub-model (mu, gamma, sigma), factors, B, bvec, C, Sigma_OO^-1, cv, ev */
-    double *buf = malloc(((size_t)2 * d + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
-    int fail = !xs || !acc || !buf;
-    if (ghf_any(comm, fail)) {
+    const int nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    const size_t tl = (size_t)len + 2 * (size_t)d; /* per thread: acc, then cv */
+    const int npat = m ? m->npat : 0;
+    const int64_t nr = m ? m->nrows : 0;
+    ghf_xsum *xs = malloc((size_t)nt * (size_t)len * sizeof(ghf_xsum));
+    double *tacc = malloc((size_t)nt * tl * sizeof(double));
+    double *buf = malloc((MISS_BATCH_DOUBLES + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
+    pat_work *pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
+    int *bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
+    int64_t *unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * 2 * sizeof(int64_t));
+    double *qzz = malloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof(double)); /* q, zw, z by sorted position */
+    order_plans op;
+    op.plan = malloc((size_t)(d + 1) * sizeof(ghf_bessel_plan));
+    op.use = calloc((size_t)(d + 1), sizeof(int));
+    op.zmin = malloc((size_t)(d + 1) * 2 * sizeof(double));
+    op.zmax = op.zmin ? op.zmin + d + 1 : NULL;
+    op.rows = malloc((size_t)(d + 1) * sizeof(int64_t));
+    if (ghf_any(comm, !xs || !tacc || !buf || !pw || !bad || !unit || !qzz || !op.plan || !op.use || !op.zmin ||
+                          !op.rows)) {
         snprintf(err, errlen, "out of memory (rows with missing coordinates)");
-        free(xs), free(acc), free(buf);
+        free(xs), free(tacc), free(buf), free(pw), free(bad), free(unit), free(qzz);
+        free(op.plan), free(op.use), free(op.zmin), free(op.rows);
         return 1;
     }
-    for (int i = 0; i < len; i++) ghf_xsum_init(&xs[i]);
-    pat_work pw;
-    memset(&pw, 0, sizeof pw);
-    for (int k = 0; m && k < m->npat; k++) {
-        const pattern *p = &m->pat[k];
-        const int no = p->no, nm = p->nm;
-        double *b = buf;
-        pw.sub.mu = b, b += no;
-        pw.sub.gamma = b, b += no;
-        pw.sub.sigma = b, b += (size_t)no * no;
-        pw.g.L = b, b += (size_t)no * no;
-        pw.g.Linv = b, b += (size_t)no * no;
-        pw.g.w = b, b += no;
-        pw.si = b, b += (size_t)no * no;
-        pw.B = b, b += (size_t)nm * no;
-        pw.bvec = b, b += nm;
-        pw.C = b, b += (size_t)nm * nm;
-        double *cv = b, *ev = b + d;
-        memset(acc, 0, (size_t)len * sizeof(double));
-        if (pat_setup(p, t, &pw) != 0) {
-            acc[GHF_ST_NBAD] += (double)p->count; /* Sigma_OO not positive definite: a bad E-step */
-        } else {
-            for (int64_t r = 0; r < p->count; r++) {
-                const int64_t i = m->order[p->first + r];
-                const double w = weighted && m->w ? m->w[i] : 1.0;
-                if (w == 0.0) continue;
-                if (!row_stats(m, p, &pw, t, m->x + i * d, w, cv, ev, acc)) acc[GHF_ST_NBAD] += 1.0;
+    double *qv = qzz, *zwv = qzz + nr, *zv = qzz + 2 * nr;
+    for (size_t i = 0; i < (size_t)nt * len; i++) ghf_xsum_init(&xs[i]);
+    for (int k0 = 0; k0 < npat;) {
+        /* a batch of patterns whose scratch fits in buf, and its work units (pattern, chunk) */
+        int k1 = k0;
+        size_t used = 0;
+        int64_t nu = 0;
+        while (k1 < npat && (k1 == k0 || used + pat_work_len(&m->pat[k1]) <= MISS_BATCH_DOUBLES)) {
+            pat_work_bind(&m->pat[k1], buf + used, &pw[k1]);
+            used += pat_work_len(&m->pat[k1]);
+            for (int64_t c = 0; c * MISS_CHUNK < m->pat[k1].count; c++) {
+                unit[2 * nu] = k1;
+                unit[2 * nu + 1] = c;
+                nu++;
+            }
+            k1++;
+        }
+        /* the patterns' marginal laws; every row's q, zw and Bessel argument */
+#pragma omp parallel num_threads(nt)
+        {
+#pragma omp for schedule(dynamic, 1)
+            for (int k = k0; k < k1; k++) bad[k] = pat_setup(&m->pat[k], t, &pw[k]) != 0;
+#pragma omp for schedule(static)
+            for (int64_t q = 0; q < nu; q++) {
+                const int k = (int)unit[2 * q];
+                const pattern *p = &m->pat[k];
+                const int64_t ch = unit[2 * q + 1];
+                const int64_t r1 = (ch + 1) * MISS_CHUNK < p->count ? (ch + 1) * MISS_CHUNK : p->count;
+                for (int64_t r = ch * MISS_CHUNK; r < r1; r++) {
+                    const int64_t pos = p->first + r;
+                    if (bad[k]) {
+                        zv[pos] = qv[pos] = zwv[pos] = 0.0;
+                        continue;
+                    }
+                    row_qzw(p, &pw[k], t, m->xs + pos * d, &qv[pos], &zwv[pos]);
+                    zv[pos] = ghf_estep_arg(&pw[k].g.c, qv[pos]);
+                }
             }
         }
-        for (int i = 0; i < GHF_ST_S4 + 2 * d; i++) ghf_xsum_add(&xs[i], acc[i]);
-        for (int j = 0; j < d; j++)
-            for (int c = 0; c <= j; c++) ghf_xsum_add(&xs[ghf_stats_s6(d) + j * d + c], acc[ghf_stats_s6(d) + j * d + c]);
+        build_plans(m, t, k0, k1, pw, zv, nt, &op);
+#pragma omp parallel num_threads(nt)
+        {
+            const int tid = omp_get_thread_num();
+#pragma omp for schedule(static)
+            for (int64_t q = 0; q < nu; q++) {
+                const int k = (int)unit[2 * q];
+                const pattern *p = &m->pat[k];
+                const ghf_estep_consts *c = &pw[k].g.c;
+                const ghf_bessel_plan *pl = op.use[p->no] && c->A != 0.0 ? &op.plan[p->no] : NULL;
+                double *acc = tacc + (size_t)tid * tl, *cv = acc + len;
+                memset(acc, 0, (size_t)len * sizeof(double));
+                const int64_t ch = unit[2 * q + 1];
+                const int64_t r1 = (ch + 1) * MISS_CHUNK < p->count ? (ch + 1) * MISS_CHUNK : p->count;
+                if (bad[k]) { /* Sigma_OO not positive definite: a bad E-step */
+                    acc[GHF_ST_NBAD] = (double)(r1 - ch * MISS_CHUNK);
+                } else {
+                    for (int64_t r = ch * MISS_CHUNK; r < r1; r++) {
+                        const int64_t pos = p->first + r;
+                        const double w = weighted && m->ws ? m->ws[pos] : 1.0;
+                        if (w == 0.0) continue;
+                        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, zv[pos]) : ghf_bessel_fused(c->P, zv[pos]);
+                        const ghf_point pt = ghf_estep_point(c, qv[pos], zwv[pos], bk);
+                        if (!row_stats(m, p, &pw[k], t, m->xs + pos * d, w, zwv[pos], pt, cv, acc))
+                            acc[GHF_ST_NBAD] += 1.0;
+                    }
+                }
+                acc_flush(d, acc, xs + (size_t)tid * len);
+            }
+        }
+        k0 = k1;
     }
+    for (int th = 1; th < nt; th++)
+        for (int i = 0; i < len; i++) ghf_xsum_merge(&xs[i], &xs[(size_t)th * len + i]);
     const int rc = ghf_xsum_allreduce(comm, xs, len);
     for (int i = 0; i < len; i++)
         if (i != GHF_ST_STOP) stats[i] += ghf_xsum_value(&xs[i]);
-    free(xs), free(acc), free(buf);
+    free(xs), free(tacc), free(buf), free(pw), free(bad), free(unit), free(qzz);
+    free(op.plan), free(op.use), free(op.zmin), free(op.rows);
     if (rc) snprintf(err, errlen, "the all-reduce of the statistics of the rows with missing coordinates failed");
     return rc ? 1 : 0;
 }
