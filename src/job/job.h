@@ -97,8 +97,10 @@ int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, si
  * Returns 0 or 2 with a message. */
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
 
-/* The weights' settings: not both weights and halflife, a dataset named,
- * not the CUDA backend.  0, or 2 with a message. */
+/* The settings of weights and missing coordinates: not both weights and
+ * halflife, a dataset named, not with se or the CUDA backend; --missing em
+ * not with drop_nonfinite, se, the CUDA backend or the gauss family.  0, or
+ * 2 with a message. */
 int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen);
 
 /* The effective configuration as YAML text that ghf_job_parse accepts again
