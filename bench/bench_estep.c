@@ -8,7 +8,10 @@
  * of the two).  Prints medians.
  *
  *   mpirun -np P bench_estep [--n N] [--d D] [--reps R] [--p P --a A --b B]
- *                            [--path vec|ref] [--plan auto|on|off]
+ *                            [--path vec|ref] [--plan auto|on|off] [--weights 1]
+ *
+ * --weights 1 times the weighted E-step (observation weights 0.5 .. 2,
+ * not all 1: the weighted kernels run).
  *
  * --path ref selects the scalar reference path of the per-row work
  * (ghf_backend_cpu_tune_path), --small-d the largest d of the plain-loop
@@ -96,7 +99,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     int64_t N = 1000000;
-    int d = 10, reps = 15, ref = 0, plan = -1, small_d = -1;
+    int d = 10, reps = 15, ref = 0, plan = -1, small_d = -1, weighted = 0;
     double p = -1.5, a = 2.0, b = 1.0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--n")) N = (int64_t)atof(argv[i + 1]);
@@ -106,6 +109,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--a")) a = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--b")) b = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--small-d")) small_d = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--weights")) weighted = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "--path")) ref = !strcmp(argv[i + 1], "ref");
         else if (!strcmp(argv[i], "--plan")) plan = !strcmp(argv[i + 1], "on") ? 1 : !strcmp(argv[i + 1], "off") ? 0 : -1;
         else {
@@ -128,9 +132,16 @@ int main(int argc, char **argv)
     char err[256];
     ghf_backend *be = ghf_backend_cpu_create(MPI_COMM_WORLD, x, n, d, err, sizeof err);
     if (!be) MPI_Abort(MPI_COMM_WORLD, 1);
+    double *wts = NULL;
 #ifndef GHF_BENCH_BEFORE
     ghf_backend_cpu_tune_path(be, ref);
+    if (weighted) {
+        wts = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+        for (int64_t i = 0; i < n; i++) wts[i] = 0.5 + 0.25 * (double)((r0 + i) % 7);
+        be->weights = wts;
+    }
 #else
+    if (weighted && rank == 0) fprintf(stderr, "bench_estep: this build has no weights\n");
     if (ref && rank == 0) fprintf(stderr, "bench_estep: this build has one path only\n");
 #endif
     if (small_d >= 0 || plan != -1) ghf_backend_cpu_tune(be, small_d >= 0 ? small_d : 1000, plan);
@@ -181,9 +192,9 @@ int main(int argc, char **argv)
     const double rd_ms = 1e3 * median(rd, reps);
     floor_ms = fp_ms > rd_ms ? fp_ms : rd_ms;
     if (rank == 0) {
-        printf("estep N=%lld d=%d ranks=%d path=%s plan=%d: wall %.2f ms, cpu %.2f ms (median of %d); "
+        printf("estep N=%lld d=%d ranks=%d path=%s plan=%d%s: wall %.2f ms, cpu %.2f ms (median of %d); "
                "ll %.17g; read x once %.2f ms%s\n",
-               (long long)N, d, np, ref ? "ref" : "vec", be->last_used_plan, 1e3 * median(wall, reps),
+               (long long)N, d, np, ref ? "ref" : "vec", be->last_used_plan, wts ? " weighted" : "", 1e3 * median(wall, reps),
                1e3 * median(cpu, reps), reps, st[GHF_ST_LL], rd_ms, sink == 1.2345 ? " " : "");
         if (fp_ms > 0.0)
             printf("floor per rank: %.2f ms = max(read x once %.2f ms, arithmetic %.2f ms at the measured "
@@ -192,6 +203,7 @@ int main(int argc, char **argv)
     }
     free(rd);
     be->destroy(be);
+    free(wts);
     free(st);
     free(wall);
     free(cpu);

@@ -299,6 +299,12 @@ static int check_shape(hid_t ds, const char *path, const char *dn, ghf__dsinfo *
                     dn, scls == H5S_SCALAR ? "scalar" : "null");
         return 2;
     }
+    if (nd == 1 && dims[0] > 0) { /* a vector: n x 1 (ghf_read_opts.vector; data refuse it in read_shard) */
+        info->n = (int64_t)dims[0];
+        info->d = 1;
+        info->ndims = 1;
+        return 0;
+    }
     if (nd != 2) {
         char shape[128] = "";
         for (int i = 0; i < nd && i < 6; i++) {
@@ -322,6 +328,7 @@ static int check_shape(hid_t ds, const char *path, const char *dn, ghf__dsinfo *
     }
     info->n = (int64_t)dims[0];
     info->d = (int64_t)dims[1];
+    info->ndims = 2;
     return 0;
 }
 
@@ -381,11 +388,12 @@ static int check_chunks(hid_t ds, hid_t dcpl, const char *path, const char *dn, 
                         char *err, size_t errlen)
 {
     hsize_t cdims[2] = {1, 1};
-    if (H5Pget_chunk(dcpl, 2, cdims) != 2 || cdims[0] == 0 || cdims[1] == 0) {
+    if (H5Pget_chunk(dcpl, 2, cdims) != info->ndims || cdims[0] == 0 || (info->ndims == 2 && cdims[1] == 0)) {
         ghf__seterr(err, errlen, "%s:%s: the chunk shape cannot be read (file corrupt?)", path, dn);
         return 2;
     }
     const hsize_t nr = ((hsize_t)info->n + cdims[0] - 1) / cdims[0];
+    if (info->ndims == 1) cdims[1] = 1;
     const hsize_t nc = ((hsize_t)info->d + cdims[1] - 1) / cdims[1];
     hsize_t have = 0;
     hid_t space = H5Dget_space(ds);

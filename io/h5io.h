@@ -47,9 +47,18 @@ typedef struct ghf_read_opts {
     int64_t win_start, win_len;   /* row window; win_len < 0 = to the end */
     int64_t win_step;             /* reserved: must be 0 or 1 */
     int drop_nonfinite;           /* 0: non-finite values are an error; 1: drop such rows;
-                                     2: keep them (`ghfit eval` flags them itself) */
+                                     2: keep them (`ghfit eval` flags them itself);
+                                     3: --missing em: NaN entries kept (missing), rows
+                                     with no finite entry dropped (n_dropped), an
+                                     infinite entry an error */
     int64_t granule;              /* ranks get whole groups of this many rows of the window
                                      (ghf_block_range_granular); 0 or 1: any row boundary */
+    int vector;                   /* 1: also accept a 1-D dataset of n values (read as n x 1;
+                                     observation weights) */
+    double *companion;            /* NULL, or one value per row of this rank's part of the
+                                     window (as read with the same window and granule, e.g.
+                                     the weights): compacted in place together with the rows
+                                     that drop_nonfinite drops (the kept count is out->nrows) */
 } ghf_read_opts;
 
 /* Block partition: rank r of P gets rows [floor(r*n/P), floor((r+1)*n/P)). */
@@ -89,6 +98,10 @@ int  ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
  * differs from path when the dataset is reached through an external link). */
 int  ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
                        char *err, size_t errlen);
+
+/* As ghf_h5_probe for a vector (weights): a 1-D dataset of n values or an
+ * n x 1 matrix; *n its length.  Status 2 naming the dataset otherwise. */
+int  ghf_h5_probe_vector(const char *path, const char *dataset, int64_t *n, char *err, size_t errlen);
 
 /* The row window [start, start + len) of a dataset of n rows (len < 0: to
  * the end): 0 with *rows, or 2 with a message starting with `what`. */
@@ -276,6 +289,16 @@ typedef struct ghf_fit_record {
     const char *data_file, *dataset;
     int64_t row_start, row_count;
     const char *device;                              /* optional: what ran it, "cpu" or "cuda:0,1" */
+    /* weighted EM (attributes weights, weight_sum, n_eff, loglik_unweighted;
+     * NULL weights: an unweighted fit, none written) */
+    const char *weights;                             /* "FILE:DATASET" or "halflife H" */
+    double weight_sum, n_eff, loglik_unweighted;
+    /* --missing em (attributes missing, n_incomplete, missing_fraction and the
+     * dataset missing_counts; NULL missing: none written) */
+    const char *missing;
+    int64_t n_incomplete;
+    double missing_fraction;
+    const double *missing_counts; int n_missing_counts; /* rows with k = 0..d missing entries */
 } ghf_fit_record;
 
 typedef struct ghf_h5_writer ghf_h5_writer;

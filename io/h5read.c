@@ -77,8 +77,15 @@ int ghf_shard_widen(ghf_shard *s)
     return 0;
 }
 
-int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
-                      char *err, size_t errlen)
+/* A 1-D dataset where a matrix is expected: status 2 (the message of the inspection) */
+static int refuse_1d(const char *path, const char *dn, int64_t n, char *err, size_t errlen)
+{
+    ghf__seterr(err, errlen, "%s:%s: dataset is 1-D (shape %" PRId64 "), expected 2-D (rows x columns)", path, dn, n);
+    return 2;
+}
+
+static int probe_any(const char *path, const char *dataset, int vector, int64_t *n, int *d, char *file,
+                     size_t file_len, char *err, size_t errlen)
 {
     ghf__dsinfo *info = (ghf__dsinfo *)malloc(sizeof *info);
     if (!info) {
@@ -86,6 +93,12 @@ int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d,
         return 1;
     }
     int rc = ghf__inspect(path, dataset, info, err, errlen);
+    if (rc == 0 && info->ndims == 1 && !vector) rc = refuse_1d(path, ghf__dsname(dataset), info->n, err, errlen);
+    if (rc == 0 && vector && info->d != 1) {
+        ghf__seterr(err, errlen, "%s:%s: a weights dataset must be a vector (n or n x 1), not %" PRId64 " x %" PRId64,
+                    path, ghf__dsname(dataset), info->n, info->d);
+        rc = 2;
+    }
     if (rc == 0) {
         if (n) *n = info->n;
         if (d) *d = (int)info->d;
@@ -93,6 +106,17 @@ int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d,
     }
     free(info);
     return rc;
+}
+
+int ghf_h5_probe_file(const char *path, const char *dataset, int64_t *n, int *d, char *file, size_t file_len,
+                      char *err, size_t errlen)
+{
+    return probe_any(path, dataset, 0, n, d, file, file_len, err, errlen);
+}
+
+int ghf_h5_probe_vector(const char *path, const char *dataset, int64_t *n, char *err, size_t errlen)
+{
+    return probe_any(path, dataset, 1, n, NULL, NULL, 0, err, errlen);
 }
 
 int ghf_h5_probe(const char *path, const char *dataset, int64_t *n, int *d,
@@ -175,6 +199,20 @@ static void to_double(double *dst, const void *src, int64_t cnt, int cls, int si
 #undef GHF__CONV
 }
 
+/* Row i for --missing em (drop_nonfinite 3): 0 usable (finite or NaN
+ * entries, at least one finite), 1 every entry NaN (dropped), 2 an infinite
+ * entry (an error) */
+static int row_class_missing(const char *x, size_t esz, int64_t i, int d)
+{
+    int nan = 0, inf = 0;
+    for (int j = 0; j < d; j++) {
+        const double v = esz == sizeof(float) ? (double)((const float *)x)[i * d + j] : ((const double *)x)[i * d + j];
+        nan += isnan(v) ? 1 : 0;
+        inf |= isinf(v) ? 1 : 0;
+    }
+    return inf ? 2 : nan == d ? 1 : 0;
+}
+
 /* 1 if every value of row i (elements of esz bytes: float or double) is finite */
 static int row_finite(const char *x, size_t esz, int64_t i, int d)
 {
@@ -247,7 +285,7 @@ static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, 
         if (cnt > 0) {
             hsize_t start[2] = {(hsize_t)(w0 + row0 + lr0), 0};
             hsize_t count[2] = {(hsize_t)cnt, (hsize_t)d};
-            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
+            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL); /* 1-D: start[0], count[0] */
             mspace = H5Screate_simple(2, count, NULL);
             buf = direct ? (void *)(x + (size_t)(lr0 * d) * esz) : tmp;
         } else {
@@ -293,9 +331,28 @@ static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_p
     const int64_t w0 = sp->w0, wn = sp->wn, row0 = sp->row0;
     int64_t nrows = sp->nrows;
     int64_t nbad = 0, first = INT64_MAX;
+    const int mode3 = o->drop_nonfinite == 3;
+    int64_t ninf = 0, first_inf = INT64_MAX;
+    for (int64_t i = 0; mode3 && i < nrows; i++)
+        if (row_class_missing(x, esz, i, d) == 2) {
+            ninf++;
+            if (w0 + row0 + i < first_inf) first_inf = w0 + row0 + i;
+        }
+    if (mode3) { /* --missing em: infinite values are an error, all-NaN rows are dropped */
+        int64_t g2[2] = {ninf, 0}, gf = INT64_MAX;
+        MPI_Allreduce(g2, g2 + 1, 1, MPI_INT64_T, MPI_SUM, comm);
+        MPI_Allreduce(&first_inf, &gf, 1, MPI_INT64_T, MPI_MIN, comm);
+        if (g2[1] > 0) {
+            free(x);
+            ghf__seterr(err, errlen, "%s:%s: %" PRId64 " %s infinite values (first at row %" PRId64 "); with "
+                        "--missing em only NaN marks a missing entry", path, dn, g2[1],
+                        g2[1] == 1 ? "row contains" : "rows contain", gf);
+            return 2;
+        }
+    }
 #pragma omp parallel for schedule(static) reduction(+ : nbad) reduction(min : first)
     for (int64_t i = 0; i < nrows; i++) {
-        const int ok = row_finite(x, esz, i, d);
+        const int ok = mode3 ? row_class_missing(x, esz, i, d) == 0 : row_finite(x, esz, i, d);
         if (!ok) {
             nbad++;
             if (w0 + row0 + i < first) first = w0 + row0 + i;
@@ -314,12 +371,13 @@ static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_p
                     path, dn, glob_bad, glob_bad == 1 ? "row contains" : "rows contain", glob_first);
         return 2; /* same on every rank: derived from reduced values */
     }
-    if (glob_bad > 0 && o->drop_nonfinite == 1) {
+    if (glob_bad > 0 && (o->drop_nonfinite == 1 || mode3)) {
         int64_t k = 0;
         const size_t rb = (size_t)d * esz;
         for (int64_t i = 0; i < nrows; i++) {
-            if (row_finite(x, esz, i, d)) {
+            if (mode3 ? row_class_missing(x, esz, i, d) == 0 : row_finite(x, esz, i, d)) {
                 if (k != i) memmove(x + (size_t)k * rb, x + (size_t)i * rb, rb);
+                if (o->companion) o->companion[k] = o->companion[i];
                 k++;
             }
         }
@@ -335,7 +393,10 @@ static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_p
         MPI_Allreduce(&nrows, &kept, 1, MPI_INT64_T, MPI_SUM, comm);
         if (kept == 0) {
             free(x);
-            ghf__seterr(err, errlen, "%s:%s: all %" PRId64 " rows contain non-finite values", path, dn, wn);
+            if (mode3)
+                ghf__seterr(err, errlen, "%s:%s: every one of the %" PRId64 " rows is empty (all NaN)", path, dn, wn);
+            else
+                ghf__seterr(err, errlen, "%s:%s: all %" PRId64 " rows contain non-finite values", path, dn, wn);
             return 2;
         }
         sh->n_global = kept;
@@ -386,6 +447,7 @@ static int read_shard(MPI_Comm comm, const ghf_read_opts *o, int keep_f32, ghf_s
     int64_t w0 = o->win_start, wn = 0;
     if (rank == 0) {
         st = ghf__inspect(path, dn, &info, err, errlen);
+        if (st == 0 && info.ndims == 1 && !o->vector) st = refuse_1d(path, dn, info.n, err, errlen);
         if (st == 0) {
             char what[1200];
             snprintf(what, sizeof what, "%s:%s", path, dn);

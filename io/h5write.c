@@ -419,6 +419,22 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     bad |= ghf__attr_f64(g, "p_fixed", r->p_fixed) < 0;
     if (r->backend) bad |= ghf__attr_str(g, "backend", r->backend) < 0;
     if (r->device) bad |= ghf__attr_str(g, "device", r->device) < 0;
+    if (r->weights) {
+        bad |= ghf__attr_str(g, "weights", r->weights) < 0;
+        bad |= ghf__attr_f64(g, "weight_sum", r->weight_sum) < 0;
+        bad |= ghf__attr_f64(g, "n_eff", r->n_eff) < 0;
+        bad |= ghf__attr_f64(g, "loglik_unweighted", r->loglik_unweighted) < 0;
+    }
+    if (r->missing) {
+        bad |= ghf__attr_str(g, "missing", r->missing) < 0;
+        bad |= ghf__attr_i64(g, "n_incomplete", r->n_incomplete) < 0;
+        bad |= ghf__attr_f64(g, "missing_fraction", r->missing_fraction) < 0;
+        if (r->missing_counts) {
+            hsize_t nc = (hsize_t)r->n_missing_counts;
+            bad |= write_f64(g, "missing_counts", 1, &nc, r->missing_counts,
+                             "rows with k = 0, 1, ..., d missing entries (--missing em)") < 0;
+        }
+    }
     {
         hsize_t nt = (hsize_t)r->n_trace;
         bad |= write_f64(g, "loglik", 1, &nt, r->loglik_trace,

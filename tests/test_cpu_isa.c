@@ -24,6 +24,7 @@ enum { B = GHF_CPU_BLOCK, MAXD = GHF_CPU_SMALL_D };
 /* everything one block produces, in one buffer */
 typedef struct outputs {
     double xp[B * (MAXD + 3)], q[B], zw[B], m[2][4][B], rs[6], s[2 * MAXD + MAXD * MAXD];
+    double sw[2 * MAXD + MAXD * MAXD]; /* the sums with observation weights (weighted EM) */
 } outputs;
 
 static void run(const ghf_cpu_kernels *f, int d, const double *xb, int nb, const ghf_estep_input *in,
@@ -37,7 +38,10 @@ static void run(const ghf_cpu_kernels *f, int d, const double *xb, int nb, const
     f->row_sums(nb, o->m[1][0], o->m[1][1], o->m[1][2], o->m[1][3], o->zw, o->rs);
     static double *tacc;
     if (!tacc) tacc = aligned_alloc(64, (size_t)ghf__cpu_sums_scratch(MAXD) * sizeof(double));
-    f->sums(d, o->xp, nb, o->m[1][0], o->s, o->s + d, o->s + 2 * d, tacc);
+    f->sums(d, o->xp, nb, o->m[1][0], NULL, o->s, o->s + d, o->s + 2 * d, tacc);
+    static double wpad[B];
+    for (int i = 0; i < B; i++) wpad[i] = i < nb ? 0.25 * (i % 9) : 0.0;
+    f->sums(d, o->xp, nb, o->m[1][0], wpad, o->sw, o->sw + d, o->sw + 2 * d, tacc);
 }
 
 int main(void)

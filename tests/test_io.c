@@ -100,7 +100,7 @@ static int gen(const char *path, const char *ds, int64_t n, int d, int bits)
 static void read_and_check(const char *what, const char *path, const char *ds, int64_t w0, int64_t wlen,
                            int64_t n_expect, int d, int bits)
 {
-    ghf_read_opts o = {path, ds, w0, wlen, 1, 0, 0};
+    ghf_read_opts o = {path, ds, w0, wlen, 1, 0, 0, 0, NULL};
     ghf_shard s;
     char err[512] = "";
     int st = ghf_h5_read_shard(MPI_COMM_WORLD, &o, &s, err, sizeof err);
@@ -297,7 +297,7 @@ static void test_chunked_and_int(void)
     ghf__h5_set_max_piece_bytes(0);
 
     /* integers are accepted and converted */
-    ghf_read_opts o = {pc, "/i32", 0, -1, 1, 0, 0};
+    ghf_read_opts o = {pc, "/i32", 0, -1, 1, 0, 0, 0, NULL};
     ghf_shard s;
     char err[512] = "";
     int st = ghf_h5_read_shard(MPI_COMM_WORLD, &o, &s, err, sizeof err);
@@ -353,7 +353,7 @@ static void test_bad_inputs(void)
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
-    ghf_read_opts o = {missing, NULL, 0, -1, 1, 0, 0};
+    ghf_read_opts o = {missing, NULL, 0, -1, 1, 0, 0, 0, NULL};
     expect_bad("missing file", &o, "No such file");
     o.path = dirp;
     expect_bad("directory", &o, "directory");
@@ -432,7 +432,7 @@ static void test_nonfinite(void)
         char want[160];
         snprintf(want, sizeof want, "%d rows contain non-finite values (first at row %" PRId64 "); use --drop-nonfinite to skip them",
                  cnt, first);
-        ghf_read_opts o = {pn, NULL, w0, -1, 1, 0, 0};
+        ghf_read_opts o = {pn, NULL, w0, -1, 1, 0, 0, 0, NULL};
         expect_bad(w ? "non-finite, window from 6" : "non-finite values", &o, want);
 
         /* drop them */
@@ -476,7 +476,7 @@ static void test_nonfinite(void)
         make_ds(pa, "/X", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, NULL, v, 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    ghf_read_opts o = {pa, NULL, 0, -1, 1, 1, 0};
+    ghf_read_opts o = {pa, NULL, 0, -1, 1, 1, 0, 0, NULL};
     expect_bad("all rows non-finite (drop)", &o, "all 2 rows");
 }
 
@@ -519,7 +519,7 @@ static void f32_case(const char *what, const char *name, const char *ds, int64_t
 {
     char path[512], err[512] = "", err2[512] = "";
     path_in_dir(path, sizeof path, name);
-    ghf_read_opts o = {path, ds, w0, -1, 1, drop, 0};
+    ghf_read_opts o = {path, ds, w0, -1, 1, drop, 0, 0, NULL};
     ghf_shard a, b;
     const int st = ghf_h5_read_shard(MPI_COMM_WORLD, &o, &a, err, sizeof err);
     const int st2 = ghf_h5_read_shard_f32(MPI_COMM_WORLD, &o, &b, err2, sizeof err2);

@@ -54,6 +54,7 @@ typedef struct ghf__dsinfo {
     int     cls;        /* 0 float, 1 signed int, 2 unsigned int */
     int     size;       /* bytes per element on disk */
     int     chunked;    /* 1 if chunked layout */
+    int     ndims;      /* 2, or 1 for a vector of n values (d = 1; only weights accept it) */
     char    file[4096]; /* the file that holds the data (differs from path behind an external link) */
 } ghf__dsinfo;
 

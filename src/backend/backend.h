@@ -39,6 +39,12 @@ struct ghf_backend {
      * CUDA device of each rank of the communicator in rank order ("cuda:0,1");
      * recorded in the result file (attribute `device` of each fit). */
     char device[96];
+    /* Observation weights (weighted EM): NULL, or one non-negative weight per
+     * row of the shard, read at every estep() (every per-row contribution to
+     * the statistics, the count included, is multiplied by its weight; a row
+     * of weight 0 adds nothing, even where its moments are not finite).  The
+     * CPU backend only: the CUDA backend is never created with weights. */
+    const double *weights;
     void *impl;
 };
 

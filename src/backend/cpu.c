@@ -57,6 +57,7 @@ typedef struct cpu_impl {
     /* ghf_backend_cpu_rows: where the pass also leaves each row's q, log f,
      * E[Y|x] and E[1/Y|x] (NULL: not kept) */
     double *row_q, *row_ll, *row_v, *row_u;
+    const double *w; /* the rows' weights during an estep (be->weights), or NULL */
 } cpu_impl;
 
 static void cpu_destroy(ghf_backend *be)
@@ -97,16 +98,53 @@ static void block_qzw_blas(const cpu_impl *c, const ghf_estep_input *in, const d
     }
 }
 
-/* Large d: the sub-block's s4, s5 and the lower triangle of s6 added by BLAS (dgemv, dsyrk). */
+/* Weighted EM: the block's per-row moments (and |zw|, the scale of the
+ * log-likelihood's rounding) times the rows' weights; a row of weight 0
+ * contributes exact zeros (also where its moments are not finite).  wpad
+ * gets the weights padded with zeros to the end of the last group of
+ * eight; returns the block's sum of the weights (eight lanes, as row_sums). */
+static double block_weigh(const double *wt, int nb, double *ub, double *vb, double *lb, double *llb, double *zwv,
+                          double *wpad)
+{
+    for (int i = 0; i < nb; i++) {
+        const double w = wt[i];
+        const int z = w == 0.0;
+        ub[i] = z ? 0.0 : ub[i] * w;
+        vb[i] = z ? 0.0 : vb[i] * w;
+        lb[i] = z ? 0.0 : lb[i] * w;
+        llb[i] = z ? 0.0 : llb[i] * w;
+        zwv[i] = z ? 0.0 : zwv[i] * w;
+        wpad[i] = w;
+    }
+    int ng = (nb + 7) / 8;
+    for (int i = nb; i < 8 * ng; i++) wpad[i] = 0.0;
+    double t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int g = 0; g < ng; g++)
+        for (int r = 0; r < 8; r++) t[r] += wpad[8 * g + r];
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+/* Weighted EM: s4 += sum w x over the block's rows, in row order. */
+static void block_s4_weighted(int d, const double *xb, int nb, const double *wt, double *s4)
+{
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < d; j++) s4[j] += wt[i] * xb[(size_t)i * d + j];
+}
+
+/* Large d: the sub-block's s4 (sum x, or sum w x when wt is set), s5 and the
+ * lower triangle of s6 added by BLAS (dgemv, dsyrk). */
 static void block_sums_blas(int d, const double *xb, int nb, const double *ub, double *wb, double *s4,
-                            double *s5, double *s6)
+                            double *s5, double *s6, const double *wt)
 {
     for (int i = 0; i < nb; i++) {
         const double su = sqrt(ub[i]);
         for (int j = 0; j < d; j++) wb[(size_t)i * d + j] = su * xb[(size_t)i * d + j];
     }
-    for (int i = 0; i < nb; i++)
-        for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
+    if (wt)
+        block_s4_weighted(d, xb, nb, wt, s4);
+    else
+        for (int i = 0; i < nb; i++)
+            for (int j = 0; j < d; j++) s4[j] += xb[(size_t)i * d + j];
     cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, xb, d, ub, 1, 1.0, s5, 1);
     cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, wb, d, 1.0, s6, d);
 }
@@ -144,10 +182,13 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
         memcpy(c->row_v + r0, vb, (size_t)nb * sizeof(double));
         memcpy(c->row_u + r0, ub, (size_t)nb * sizeof(double));
     }
+    const double *wt = c->w ? c->w + r0 : NULL;
+    double *wpad = ux; /* weighted, small d: the weights padded with zeros to the last group of eight */
+    if (wt) acc[GHF_ST_N] += block_weigh(wt, nb, ub, vb, lb, llb, zwv, wpad);
+    else acc[GHF_ST_N] += nb;
     double rs[6]; /* s1 s2 s3 ll bad zwa */
     c->k->row_sums(nb, ub, vb, lb, llb, zwv, rs);
     /* the sub-block's partial sums: scalars, s4, s5, lower triangle of s6 */
-    acc[GHF_ST_N] += nb;
     acc[GHF_ST_S1] += rs[0];
     acc[GHF_ST_S2] += rs[1];
     acc[GHF_ST_S3] += rs[2];
@@ -156,9 +197,9 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
     acc[GHF_ST_ZWABS] += rs[5]; /* the stop flag is added once, by the caller */
     double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
     if (small)
-        c->k->sums(d, xT, nb, ub, s4, s5, s6, ux + CPU_BLOCK);
+        c->k->sums(d, xT, nb, ub, wt ? wpad : NULL, s4, s5, s6, ux + CPU_BLOCK);
     else
-        block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6);
+        block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6, wt);
 }
 
 /* The plan (and its folded form) for this iteration's order over a range of
@@ -207,6 +248,7 @@ static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, 
     const int d = c->d, len = c->len;
     const int64_t nunit = (c->nrows + CPU_UNIT - 1) / CPU_UNIT;
     const double t0 = MPI_Wtime();
+    c->w = be->weights;
     const int use_plan = cpu_build_plan(c, in);
     be->last_used_plan = use_plan;
     const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL,

@@ -81,12 +81,12 @@ typedef struct ghf_cpu_kernels {
      * u has room for the padding). */
     void (*row_sums)(int nb, double *u, const double *v, const double *l, const double *ll, const double *zw,
                      double *out);
-    /* The block's s4 += sum x, s5 += sum u x and the lower triangle of
-     * s6 += sum u x x^T from the packed block (d <= GHF_CPU_SMALL_D); ub must
-     * be 0 on the padding rows of the last group; tacc: ghf__cpu_sums_scratch(d)
-     * doubles. */
-    void (*sums)(int d, const double *xP, int nb, const double *ub, double *s4, double *s5, double *s6,
-                 double *tacc);
+    /* The block's s4 += sum x (sum w x when wb is set: weighted EM), s5 +=
+     * sum u x and the lower triangle of s6 += sum u x x^T from the packed
+     * block (d <= GHF_CPU_SMALL_D); ub (and wb) must be 0 on the padding rows
+     * of the last group; tacc: ghf__cpu_sums_scratch(d) doubles. */
+    void (*sums)(int d, const double *xP, int nb, const double *ub, const double *wb, double *s4, double *s5,
+                 double *s6, double *tacc);
     /* Benchmarks: 16 n eight-lane fused multiply-adds, independent (the peak). */
     double (*fma_loop)(long n);
 } ghf_cpu_kernels;

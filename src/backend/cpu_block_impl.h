@@ -351,18 +351,25 @@ AI void sums_tile(const double *xP, const double *ub, size_t gs, int g0, int g1,
  * that stay in L1 across the tiles (each tile's accumulators kept in tacc
  * between chunks: the same order of additions as one pass); the padding
  * columns of the packed block are zero and their entries are not stored. */
-static void sums_small(int d, const double *xP, int nb, const double *ub, double *s4, double *s5, double *s6,
-                       double *tacc)
+static void sums_small(int d, const double *xP, int nb, const double *ub, const double *wb, double *s4, double *s5,
+                       double *s6, double *tacc)
 {
     const int ng = (nb + 7) / 8, dp = ghf__cpu_pack_stride(d);
     const size_t gs = (size_t)8 * dp; /* stride between groups */
     for (int j = 0; j < d; j++) {
         vec8 a4 = v8_zero(), a5 = v8_zero();
-        for (int g = 0; g < ng; g++) {
-            const vec8 xj = v8_load(xP + g * gs + 8 * j);
-            a4 = v8_add(a4, xj);
-            a5 = v8_fma(v8_load(ub + 8 * g), xj, a5);
-        }
+        if (wb) /* weighted EM: s4 = sum w x */
+            for (int g = 0; g < ng; g++) {
+                const vec8 xj = v8_load(xP + g * gs + 8 * j);
+                a4 = v8_fma(v8_load(wb + 8 * g), xj, a4);
+                a5 = v8_fma(v8_load(ub + 8 * g), xj, a5);
+            }
+        else
+            for (int g = 0; g < ng; g++) {
+                const vec8 xj = v8_load(xP + g * gs + 8 * j);
+                a4 = v8_add(a4, xj);
+                a5 = v8_fma(v8_load(ub + 8 * g), xj, a5);
+            }
         s4[j] += v8_hsum(a4);
         s5[j] += v8_hsum(a5);
     }

@@ -42,6 +42,11 @@ int ghf_fit_job(int argc, char **argv, ghf_job *j)
         ghf_error0("out of memory");
         return GHF_EXIT_RUNTIME;
     }
+    char err[512];
+    if (ghf_job_check_weights(j, err, sizeof err)) {
+        ghf_error0("%s", err);
+        return GHF_EXIT_USAGE;
+    }
     return 0;
 }
 

@@ -259,7 +259,8 @@ int ghf_cmd_generate(int argc, char **argv)
 
     /* the output: a regular file, ghfit generate's own if it exists, locked (rank 0) */
     char err[1024] = "";
-    const ghf_io_plan plan = {NULL, NULL, 0, -1, 0, size, NULL, out, GHF_PATH_MATRIX, dataset, NULL, NULL, 0};
+    const ghf_io_plan plan = {.win_len = -1, .n_ranks = size, .out = out, .out_kind = GHF_PATH_MATRIX,
+                              .out_dataset = dataset};
     st = ghf_io_check(comm, &plan, NULL, NULL, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);

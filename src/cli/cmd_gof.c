@@ -191,7 +191,8 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
         ARR("radial/pit", 1, n, 0, 0, r->rpit, "the PIT of each row's radial statistic q under the fit");
     }
 #undef ARR
-    const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0, NULL, NULL, 0};
+    const ghf_out_meta meta = {.version = GHFIT_VERSION, .git_commit = GHFIT_GIT_COMMIT,
+                               .command_line = ghf_command_line(), .n_ranks = size};
     return ghf_h5_write_arrays(o->out, &meta, "gof", (int)(sizeof at / sizeof at[0]), at, k, a, err, errlen);
 }
 
@@ -250,7 +251,8 @@ int ghf_cmd_gof(int argc, char **argv)
         ghf_error0("%s", err);
         return st;
     }
-    const ghf_io_plan plan = {o.data, o.dataset, 0, -1, 0, size, NULL, o.out, GHF_PATH_RESULT, NULL, NULL, file, 0};
+    const ghf_io_plan plan = {.data = o.data, .dataset = o.dataset, .win_len = -1, .n_ranks = size, .out = o.out,
+                              .out_kind = GHF_PATH_RESULT, .model = file};
     int64_t n = 0, n_all = 0;
     int d = 0;
     st = ghf_io_check(MPI_COMM_WORLD, &plan, &n, &d, err, sizeof err);
@@ -263,7 +265,8 @@ int ghf_cmd_gof(int argc, char **argv)
     memset(&sh, 0, sizeof sh);
     double *all = NULL;
     if (!st) {
-        const ghf_read_opts ro = {o.data, o.dataset, 0, -1, 0, o.drop ? 1 : 0, 1};
+        const ghf_read_opts ro = {.path = o.data, .dataset = o.dataset, .win_len = -1, .drop_nonfinite = o.drop ? 1 : 0,
+                                  .granule = 1};
         st = ghf_h5_read_shard(MPI_COMM_WORLD, &ro, &sh, err, sizeof err);
     }
     if (!st) st = ghf_agree(MPI_COMM_WORLD, gof_gather(MPI_COMM_WORLD, &sh, d, &all, &n_all, err, sizeof err), err,

@@ -273,7 +273,7 @@ static void risk_note(int sev, int64_t row, char *note, size_t len)
 static int risk_run(const risk_opts *o, const risk_model *md, int rank, int size, char *err, size_t errlen)
 {
     ghf_shard sh;
-    const ghf_read_opts ro = {o->wfile, o->wdset, 0, -1, 0, 0, 0};
+    const ghf_read_opts ro = {.path = o->wfile, .dataset = o->wdset, .win_len = -1};
     int st = ghf_h5_read_shard(MPI_COMM_WORLD, &ro, &sh, err, errlen);
     if (st) {
         char *hint = strstr(err, "; use --drop-nonfinite");
@@ -314,8 +314,8 @@ static int risk_run(const risk_opts *o, const risk_model *md, int rank, int size
         char note[256];
         risk_note(gsev, (int64_t)grow, note, sizeof note);
         if (note[0]) fprintf(stderr, "ghfit: warning: %s\n", note);
-        const ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), NULL, size, NULL, 0,
-                                   NULL, NULL, 0};
+        const ghf_out_meta meta = {.version = GHFIT_VERSION, .git_commit = GHFIT_GIT_COMMIT,
+                                   .command_line = ghf_command_line(), .n_ranks = size};
         const ghf_risk_file rf = {&meta, o->model, o->fit, md->family, o->wfile, o->wdset, md->P, md->d, K,
                                   o->alpha, allv, alle, note[0] ? note : NULL};
         st = ghf_h5_write_risk(o->out, &rf, err, errlen);

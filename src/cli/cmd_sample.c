@@ -57,7 +57,8 @@ static int sample_run(MPI_Comm comm, const sample_opts *so, const char *file, co
     ghf_family fam;
     int st = ghf_fit_law_load(comm, file, name, &law, &fam, err, errlen);
     if (st) return st;
-    const ghf_io_plan plan = {NULL, NULL, 0, -1, 0, size, NULL, so->out, GHF_PATH_MATRIX, so->dataset, NULL, file, 0};
+    const ghf_io_plan plan = {.win_len = -1, .n_ranks = size, .out = so->out, .out_kind = GHF_PATH_MATRIX,
+                              .out_dataset = so->dataset, .model = file};
     st = ghf_io_check(comm, &plan, NULL, NULL, err, errlen);
     const int d = law.d;
     int64_t row0 = 0, nrows = 0;

@@ -152,6 +152,25 @@ static int o_se_method(ghf_job *j, const char *v)
     return 0;
 }
 
+static int o_weights(ghf_job *j, const char *v) { return set_str(&j->weights, v); }
+
+static int o_halflife(ghf_job *j, const char *v)
+{
+    double h;
+    if (ghf_parse_double(v, &h) || !(h > 0.0) || !isfinite(h)) return bad("halflife", v, "a positive number of rows");
+    j->halflife = h;
+    return 0;
+}
+
+static int o_missing(ghf_job *j, const char *v)
+{
+    if (!strcmp(v, "em")) j->missing_em = 1;
+    else if (!strcmp(v, "drop")) j->drop_nonfinite = 1;
+    else if (!strcmp(v, "error")) j->missing_em = 0;
+    else return bad("missing", v, "drop, em or error");
+    return 0;
+}
+
 static int o_drop(ghf_job *j, const char *v) { (void)v; j->drop_nonfinite = 1; return 0; }
 static int o_quiet(ghf_job *j, const char *v) { (void)v; j->quiet = 1; return 0; }
 static int o_logit(ghf_job *j, const char *v) { (void)v; j->log_iterations = 1; return 0; }
@@ -206,6 +225,18 @@ static const opt g_opts[] = {
     {"p-fixed", "P", F, "the GIG index p held fixed at P (gh; vg: P > 0; t: P < 0, nu = -2P)", o_pfix},
     {"rows", "START:LEN", F, "fit a window of rows only", o_rows},
     {"drop-nonfinite", NULL, F, "skip rows with NaN/Inf (counted in the output) instead of failing", o_drop},
+    {"weights", "W", F | R,
+     "observation weights: DATASET (in --data's file) or FILE:DATASET, N\n"
+     "non-negative values (weighted EM maximises sum w_i log f(x_i))",
+     o_weights},
+    {"halflife", "H", F | R,
+     "exponential-decay weights w_i = 2^(-(N-1-i)/H) over the N rows of each\n"
+     "fit (of each window in a sweep); not with --weights",
+     o_halflife},
+    {"missing", "M", F | R,
+     "NaN entries: error (default), drop (the rows; = --drop-nonfinite) or\n"
+     "em (missing at random: EM over the missing coordinates, CPU backend)",
+     o_missing},
     {"accel", "A", F | R, "squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)", o_accel},
     {"se", NULL, F | R,
      "standard errors from the observed information: /fits/NAME/se/ and\n"

@@ -32,6 +32,22 @@ typedef struct ghf_em_state {
 int  ghf_em_state_alloc(ghf_em_state *s, int d, int max_iter);
 void ghf_em_state_free(ghf_em_state *s);
 
+/* Rows with missing coordinates (--missing em; src/em/em_missing.c): a
+ * rank's rows that have NaN entries (and at least one finite one), grouped
+ * by missingness pattern.  x (nrows*d, NaN: missing) and w (weights, or
+ * NULL) must outlive the set.  NULL: out of memory. */
+typedef struct ghf_missing ghf_missing;
+ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows, int d);
+void ghf_missing_free(ghf_missing *m);
+int64_t ghf_missing_rows(const ghf_missing *m);
+/* Collective: adds the rows' statistics at t (the marginal law of each row's
+ * observed coordinates; the conditional moments of the missing ones given Y
+ * and the observed ones; weighted by w when weighted is set) to stats
+ * (layout kernels/estep.h).  m may be NULL on a rank without such rows.
+ * Returns 0, or 1 with a message. */
+int ghf_missing_estep(MPI_Comm comm, const ghf_missing *m, const ghf_params *t, int weighted, double *stats,
+                      char *err, size_t errlen);
+
 typedef struct ghf_em_opts {
     ghf_family family;
     int max_iter;
@@ -55,6 +71,10 @@ typedef struct ghf_em_opts {
     const double *data_rmean; /* [d] moments without gross outliers, or NULL */
     const double *data_rcov;  /* [d*d] */
     double ll_gauss;          /* log-likelihood of N(data_mean, data_cov); NaN: unknown */
+    /* Rows with missing coordinates, added to every E-step (--missing em;
+     * set on every rank or on none), or NULL. */
+    const ghf_missing *missing;
+    int has_missing; /* 1 on every rank when some rank has such rows */
     /* Start here instead of the moment initialisation (warm start), or NULL. */
     const ghf_params *init;
     /* Continue from a saved state (checkpoint), or NULL. */
@@ -99,6 +119,13 @@ void ghf_em_result_free(ghf_em_result *r);
 /* Collective.  Returns 0 (see r->outcome), or 1 on a run-time error (err). */
 int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_em_result *r,
                char *err, size_t errlen);
+
+/* Collective: the log-likelihood of t (centred coordinates) by one E-step
+ * of be, with the backend's observation weights switched off for the call
+ * (the unweighted log-likelihood of a weighted fit).  0, -1 if Sigma is not
+ * positive definite (every rank agrees), or 1 with a message. */
+int ghf_em_loglik_unweighted(MPI_Comm comm, ghf_backend *be, const ghf_missing *miss, int has_missing,
+                             const ghf_params *t, double *ll, char *err, size_t errlen);
 
 /* Largest relative change between two parameter sets (the convergence test). */
 double ghf_param_change(const ghf_params *a, const ghf_params *b);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -24,7 +25,38 @@ int ghf__em_estep(em_ctx *e, const ghf_params *t, int stop_req, char *err, size_
     in.w = e->g.w;
     in.c = e->g.c;
     in.stop_request = stop_req;
-    return e->be->estep(e->be, &in, e->stats, err, errlen) ? 1 : 0;
+    if (e->be->estep(e->be, &in, e->stats, err, errlen)) return 1;
+    if (e->o->has_missing && ghf_missing_estep(e->comm, e->o->missing, t, 1, e->stats, err, errlen)) return 1;
+    return 0;
+}
+
+int ghf_em_loglik_unweighted(MPI_Comm comm, ghf_backend *be, const ghf_missing *miss, int has_missing,
+                             const ghf_params *t, double *ll, char *err, size_t errlen)
+{
+    const int d = t->d;
+    ghf_derived g;
+    double *stats = malloc((size_t)ghf_stats_len(d) * sizeof(double));
+    int fail = ghf_derived_alloc(&g, d) != 0 || !stats;
+    if (fail) snprintf(err, errlen, "out of memory");
+    if (ghf_any(comm, fail)) {
+        if (!fail) ghf_derived_free(&g);
+        free(stats);
+        return 1;
+    }
+    int rc = -1;
+    *ll = NAN;
+    if (ghf_derive(t, &g) == 0) {
+        ghf_estep_input in = {d, t->mu, g.Linv, g.w, g.c, 0};
+        const double *w = be->weights;
+        be->weights = NULL;
+        rc = be->estep(be, &in, stats, err, errlen) ? 1 : 0;
+        be->weights = w;
+        if (rc == 0 && has_missing) rc = ghf_missing_estep(comm, miss, t, 0, stats, err, errlen) ? 1 : 0;
+        if (rc == 0) *ll = stats[GHF_ST_NBAD] == 0 ? stats[GHF_ST_LL] : NAN;
+    }
+    ghf_derived_free(&g);
+    free(stats);
+    return rc;
 }
 
 /* 1 if the last E-step gave a finite log-likelihood at every row */

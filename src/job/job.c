@@ -49,6 +49,7 @@ void ghf_job_free(ghf_job *j)
     free(j->checkpoint);
     free(j->fit_name);
     free(j->risk_file), free(j->risk_dataset), free(j->eval_file), free(j->eval_dataset);
+    free(j->weights);
     memset(j, 0, sizeof *j);
 }
 
@@ -373,6 +374,22 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
         if (j->win_step <= 0) j->win_step = j->win_len;
         return 0;
     }
+    if (!strcmp(key, "missing")) {
+        const char *m = v->type == YAML_SCALAR_NODE ? scalar(v) : "";
+        if (!strcmp(m, "em")) j->missing_em = 1;
+        else if (!strcmp(m, "drop")) j->drop_nonfinite = 1;
+        else if (!strcmp(m, "error")) j->missing_em = 0;
+        else return perr(c, v, "missing: expected drop, em or error");
+        return 0;
+    }
+    if (!strcmp(key, "weights")) return get_str(c, key, v, &j->weights);
+    if (!strcmp(key, "halflife")) {
+        double h;
+        if (v->type != YAML_SCALAR_NODE || ghf_parse_double(scalar(v), &h) != 0 || !(h > 0.0) || !isfinite(h))
+            return perr(c, v, "halflife: expected a positive number of rows (one value: halflife is not a sweep axis)");
+        j->halflife = h;
+        return 0;
+    }
     if (!strcmp(key, "warm_start")) return get_bool(c, key, v, &j->warm_start);
     if (!strcmp(key, "max_iter")) return get_int(c, key, v, 0, 100000000, &j->max_iter);
     if (!strcmp(key, "starts")) return get_int(c, key, v, 1, 16, &j->starts);
@@ -485,7 +502,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
-                                          "slice", "se", "risk", "eval", NULL};
+                                          "slice", "se", "risk", "eval", "weights", "halflife", "missing", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -512,6 +529,42 @@ static int family_p_free(ghf_family f)
     return fd && fd->sub != GHF_SUB_NONE && isnan(fd->family_p(1));
 }
 
+int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen)
+{
+    const char *s = j->source ? j->source : "job";
+    if (j->weights && j->halflife > 0.0) {
+        snprintf(err, errlen, "%s: weights and halflife (--weights, --halflife) cannot be combined: give one of them", s);
+        return 2;
+    }
+    if (j->weights && (!j->weights[0] || j->weights[strlen(j->weights) - 1] == ':')) {
+        snprintf(err, errlen, "%s: weights: '%s' names no dataset (DATASET or FILE:DATASET)", s, j->weights);
+        return 2;
+    }
+    if (j->missing_em) {
+        const char *why = j->drop_nonfinite ? "cannot be combined with --drop-nonfinite (missing: drop)"
+                          : j->se ? "has no standard errors (--se, se:)"
+                          : j->backend && !strcmp(j->backend, "cuda") ? "needs the CPU backend (use --backend cpu or auto)"
+                          : NULL;
+        for (int i = 0; !why && i < j->n_family; i++)
+            if (j->family[i] == GHF_FAMILY_GAUSS) why = "does not apply to the gauss family (a closed-form fit)";
+        if (why) {
+            snprintf(err, errlen, "%s: --missing em (missing: em) %s", s, why);
+            return 2;
+        }
+    }
+    if ((j->weights || j->halflife > 0.0) && j->se) {
+        snprintf(err, errlen, "%s: standard errors (--se, se:) are not available for weighted fits (%s)", s,
+                 j->weights ? "weights" : "halflife");
+        return 2;
+    }
+    if ((j->weights || j->halflife > 0.0) && j->backend && !strcmp(j->backend, "cuda")) {
+        snprintf(err, errlen, "%s: observation weights (%s) need the CPU backend: the CUDA backend has no weighted "
+                 "E-step (use --backend cpu or auto)", s, j->weights ? "weights" : "halflife");
+        return 2;
+    }
+    return 0;
+}
+
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
 {
     const char *s = j->source ? j->source : "job";
@@ -523,6 +576,7 @@ int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "%s: 'out' (the result file) is required (or --out)", s);
         return 2;
     }
+    if (ghf_job_check_weights(j, err, errlen)) return 2;
     int any_free = 0;
     for (int i = 0; i < j->n_family; i++) any_free |= family_p_free(j->family[i]);
     for (int i = 0; i < j->n_p; i++) {
@@ -622,6 +676,13 @@ char *ghf_job_config_text(const ghf_job *j)
         sb_printf(&b, "}\n");
     }
     sb_printf(&b, "  drop_nonfinite: %s\n", j->drop_nonfinite ? "true" : "false");
+    if (j->weights) {
+        sb_printf(&b, "weights: ");
+        sb_quoted(&b, j->weights);
+        sb_printf(&b, "\n");
+    }
+    if (j->halflife > 0.0) sb_printf(&b, "halflife: %.17g\n", j->halflife);
+    if (j->missing_em) sb_printf(&b, "missing: em\n");
     sb_printf(&b, "out: ");
     sb_quoted(&b, j->out ? j->out : "");
     sb_printf(&b, "\nfamily: [");
@@ -729,6 +790,11 @@ uint64_t ghf_job_hash(const ghf_job *j)
              (long long)j->win_start, (long long)j->win_len, (long long)j->win_step, (long long)j->win_count,
              j->warm_start, j->max_iter, j->starts, j->accel, j->backend ? j->backend : "auto", j->slice_k, j->slice_n);
     h = ghf_hash_bytes(h, buf, strlen(buf));
+    if (j->missing_em) h = ghf_hash_bytes(h, "|miss-em", 8);
+    if (j->weights || j->halflife > 0.0) { /* weighted EM: other weights, other fits */
+        snprintf(buf, sizeof buf, "|wt%s|hl%.17g", j->weights ? j->weights : "", j->halflife);
+        h = ghf_hash_bytes(h, buf, strlen(buf));
+    }
     if (j->se) { /* a resumed run keeps its records: their SEs must have been asked for the same way */
         snprintf(buf, sizeof buf, "|se%d", j->se);
         h = ghf_hash_bytes(h, buf, strlen(buf));

@@ -32,6 +32,14 @@ typedef struct ghf_job {
     char *data_file, *dataset;
     int64_t rows_start, rows_len; /* optional window of the data set (rows_len < 0: to the end) */
     int drop_nonfinite;
+    /* observation weights (weighted EM; docs/job-files.md `weights`, `halflife`):
+     * a dataset "DATASET" (in data_file) or "FILE:DATASET", or exponential
+     * decay w_i = 2^(-(N-1-i)/halflife) over the rows of each fit (0: none) */
+    char *weights;
+    double halflife;
+    /* missing coordinates (NaN entries): 1 = EM over them (--missing em,
+     * job key `missing: em`); 0 = `error` (default) or `drop` (drop_nonfinite) */
+    int missing_em;
     /* output */
     char *out;
     /* sweep axes */
@@ -102,6 +110,12 @@ int ghf_job_read_file(const char *path, char **text, size_t *len, char *err, siz
 /* Checks that need every key and override applied (required keys, ranges).
  * Returns 0 or 2 with a message. */
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
+
+/* The settings of weights and missing coordinates: not both weights and
+ * halflife, a dataset named, not with se or the CUDA backend; --missing em
+ * not with drop_nonfinite, se, the CUDA backend or the gauss family.  0, or
+ * 2 with a message. */
+int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen);
 
 /* The effective configuration as YAML text that ghf_job_parse accepts again
  * (malloc'd). */

@@ -256,8 +256,10 @@ static void write_result(collector *c, const char *backend, int world_size, int 
     char slice[32], hash[24];
     snprintf(slice, sizeof slice, "%d/%d", j->slice_n > 1 ? j->slice_k : 0, j->slice_n > 1 ? j->slice_n : 1);
     snprintf(hash, sizeof hash, "%016" PRIx64, ghf_job_identity(j));
-    ghf_out_meta meta = {GHFIT_VERSION, GHFIT_GIT_COMMIT, ghf_command_line(), backend, world_size, cfg,
-                         omp_get_max_threads(), slice, hash, c->n_total};
+    ghf_out_meta meta = {.version = GHFIT_VERSION, .git_commit = GHFIT_GIT_COMMIT, .command_line = ghf_command_line(),
+                         .backend = backend, .n_ranks = world_size, .config_text = cfg,
+                         .omp_threads = omp_get_max_threads(), .slice = slice, .job_hash = hash,
+                         .n_fits_total = c->n_total};
     ghf_h5_writer *w = ghf_h5_out_open(j->out, &meta, err, errlen);
     free(cfg);
     if (!w) {

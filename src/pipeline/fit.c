@@ -101,45 +101,59 @@ static int sample_location(MPI_Comm comm, const ghf_shard *s, double *med, doubl
  * is set; c: the point the rows are taken relative to (NULL: 0). */
 typedef struct mom_ctx {
     const double *zlim, *c;
+    const double *x0, *w; /* weighted moments: the shard's rows and their weights (w NULL: unweighted) */
 } mom_ctx;
 
-/* part[0..d) += x - c, part[d] += 1 */
+/* the weight of row xi (1 without weights) */
+static double row_weight(const mom_ctx *m, const double *xi, int d)
+{
+    return m->w ? m->w[(xi - m->x0) / d] : 1.0;
+}
+
+/* part[0..d) += w (x - c), part[d] += w (w = 1 without weights) */
 static void blk_sum(void *ctx, const double *x, int nb, int d, double *part)
 {
     const mom_ctx *m = ctx;
     for (int i = 0; i < nb; i++) {
         const double *xi = x + (size_t)i * d;
         if (m->zlim && !ghf__row_kept(xi, m->zlim, d)) continue;
+        if (m->w) {
+            const double wi = row_weight(m, xi, d);
+            for (int j = 0; j < d; j++) part[j] += wi * (xi[j] - (m->c ? m->c[j] : 0.0));
+            part[d] += wi;
+            continue;
+        }
         for (int j = 0; j < d; j++) part[j] += xi[j] - (m->c ? m->c[j] : 0.0);
         part[d] += 1.0;
     }
 }
 
-/* part[j d + k] += (x_j - c_j)(x_k - c_k), k <= j */
+/* part[j d + k] += w (x_j - c_j)(x_k - c_k), k <= j */
 static void blk_cross(void *ctx, const double *x, int nb, int d, double *part)
 {
     const mom_ctx *m = ctx;
     for (int i = 0; i < nb; i++) {
         const double *xi = x + (size_t)i * d;
         if (m->zlim && !ghf__row_kept(xi, m->zlim, d)) continue;
+        const double wi = row_weight(m, xi, d);
         for (int j = 0; j < d; j++) {
-            const double aj = xi[j] - (m->c ? m->c[j] : 0.0);
+            const double aj = m->w ? wi * (xi[j] - (m->c ? m->c[j] : 0.0)) : xi[j] - (m->c ? m->c[j] : 0.0);
             for (int k = 0; k <= j; k++) part[j * d + k] += aj * (xi[k] - (m->c ? m->c[k] : 0.0));
         }
     }
 }
 
-/* The global mean of the rows (relative to c0, NULL: 0) in two passes
- * (accurate for data far from c0), added to c0 into mean; returns the count
- * (0 on failure). */
-static int64_t mean_of(MPI_Comm comm, const ghf_shard *s, const double *zlim, const double *c0, double *mean,
-                       double *buf)
+/* The global (weighted, when w is set) mean of the rows (relative to c0,
+ * NULL: 0) in two passes (accurate for data far from c0), added to c0 into
+ * mean; returns the count or the sum of the weights (0 on failure). */
+static double mean_of(MPI_Comm comm, const ghf_shard *s, const double *w, const double *zlim, const double *c0,
+                      double *mean, double *buf)
 {
     const int d = s->d;
-    mom_ctx m = {zlim, c0};
+    mom_ctx m = {zlim, c0, s->x, w};
     if (ghf_xreduce_rows(comm, s->x, s->nrows, d, d + 1, blk_sum, &m, buf)) return 0;
-    const int64_t cnt = (int64_t)buf[d];
-    if (cnt < 1) return 0;
+    const double cnt = buf[d];
+    if (!(cnt > 0.0)) return 0;
     for (int j = 0; j < d; j++) mean[j] = (c0 ? c0[j] : 0.0) + buf[j] / (double)cnt;
     m.c = mean;
     if (ghf_xreduce_rows(comm, s->x, s->nrows, d, d + 1, blk_sum, &m, buf)) return 0;
@@ -147,12 +161,12 @@ static int64_t mean_of(MPI_Comm comm, const ghf_shard *s, const double *zlim, co
     return cnt;
 }
 
-/* The biased covariance around c (cnt rows). */
-static int cov_around(MPI_Comm comm, const ghf_shard *s, const double *zlim, const double *c, int64_t cnt,
-                      double *cov, double *buf)
+/* The biased covariance around c (cnt rows, or the sum of the weights). */
+static int cov_around(MPI_Comm comm, const ghf_shard *s, const double *w, const double *zlim, const double *c,
+                      double cnt, double *cov, double *buf)
 {
     const int d = s->d;
-    mom_ctx m = {zlim, c};
+    mom_ctx m = {zlim, c, s->x, w};
     if (ghf_xreduce_rows(comm, s->x, s->nrows, d, d * d, blk_cross, &m, buf)) return -1;
     for (int j = 0; j < d; j++)
         for (int k = 0; k <= j; k++) {
@@ -165,10 +179,11 @@ static int cov_around(MPI_Comm comm, const ghf_shard *s, const double *zlim, con
 
 /* Global mean and biased covariance of the rows kept by zlim (all when NULL);
  * returns the count (0 on failure). */
-static int64_t moments(MPI_Comm comm, const ghf_shard *s, const double *zlim, double *mean, double *cov, double *buf)
+static double moments(MPI_Comm comm, const ghf_shard *s, const double *w, const double *zlim, double *mean,
+                      double *cov, double *buf)
 {
-    const int64_t cnt = mean_of(comm, s, zlim, NULL, mean, buf);
-    if (cnt < 1 || cov_around(comm, s, zlim, mean, cnt, cov, buf)) return 0;
+    const double cnt = mean_of(comm, s, w, zlim, NULL, mean, buf);
+    if (!(cnt > 0.0) || cov_around(comm, s, w, zlim, mean, cnt, cov, buf)) return 0;
     return cnt;
 }
 
@@ -181,7 +196,14 @@ int ghf__row_kept(const double *x, const double *zlim, int d)
 
 int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen)
 {
+    return ghf_data_prepare_weighted(comm, s, NULL, what, out, err, errlen);
+}
+
+int ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
+                              char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
+    out->w = w;
     const int d = s->d;
     out->n_global = s->n_global;
     out->d = d;
@@ -257,15 +279,17 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
         for (int j = 0; j < d; j++) out->shift[j] = med[j];
         for (int64_t i = 0; i < s->nrows; i++)
             for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
-        mfail = moments(comm, s, NULL, out->mean, out->cov, buf) < 1;
+        out->wsum = moments(comm, s, w, NULL, out->mean, out->cov, buf);
+        mfail = !(out->wsum > 0.0);
     } else {
         /* the global mean, in two passes (accurate for data far from the
          * origin); the centred data then have mean zero */
-        mfail = mean_of(comm, s, NULL, NULL, out->shift, buf) < 1;
+        out->wsum = mean_of(comm, s, w, NULL, NULL, out->shift, buf);
+        mfail = !(out->wsum > 0.0);
         for (int64_t i = 0; i < s->nrows; i++)
             for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
         for (int j = 0; j < d; j++) out->mean[j] = 0.0;
-        if (!mfail) mfail = cov_around(comm, s, NULL, NULL, s->n_global, out->cov, buf) != 0;
+        if (!mfail) mfail = cov_around(comm, s, w, NULL, NULL, w ? out->wsum : (double)s->n_global, out->cov, buf) != 0;
     }
     if (mfail) {
         free(buf), free(mad), free(zlim);
@@ -294,7 +318,7 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
         if (ghf_cholesky(d, out->cov, L) == 0) {
             double logdet = 0.0;
             for (int j = 0; j < d; j++) logdet += 2.0 * log(L[j * d + j]);
-            out->ll_gauss = -0.5 * (double)out->n_global * (d * GHF_LOG_2PI + logdet + d);
+            out->ll_gauss = -0.5 * ghf_data_count(out) * (d * GHF_LOG_2PI + logdet + d);
         }
     }
     /* moments without the gross outliers: the start of a second candidate */
@@ -302,7 +326,7 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
         out->rmean = calloc((size_t)d, sizeof(double));
         out->rcov = calloc((size_t)d * (size_t)d, sizeof(double));
         if (!ghf_any(comm, !out->rmean || !out->rcov)) { /* else: no second start */
-            moments(comm, s, zlim, out->rmean, out->rcov, buf);
+            moments(comm, s, w, zlim, out->rmean, out->rcov, buf);
             int ok = 1;
             for (int j = 0; j < d; j++) ok &= out->rcov[j * d + j] > 0.0;
             if (ok) out->n_outliers = nout;
@@ -314,6 +338,114 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
     }
     free(buf), free(mad), free(zlim);
     return 0;
+}
+
+/* --missing em: part[j] += w x_j, part[d + j] += w over the observed
+ * entries; part[2d] += w (every row) */
+static void blk_avail_sum(void *ctx, const double *x, int nb, int d, double *part)
+{
+    const mom_ctx *m = ctx;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = x + (size_t)i * d, wi = row_weight(m, xi, d);
+        for (int j = 0; j < d; j++)
+            if (!isnan(xi[j])) {
+                part[j] += wi * xi[j];
+                part[d + j] += wi;
+            }
+        part[2 * d] += wi;
+    }
+}
+
+/* --missing em: pairwise sums w x_j x_k and weights over the rows where both are observed, k <= j */
+static void blk_avail_cross(void *ctx, const double *x, int nb, int d, double *part)
+{
+    const mom_ctx *m = ctx;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = x + (size_t)i * d, wi = row_weight(m, xi, d);
+        for (int j = 0; j < d; j++) {
+            if (isnan(xi[j])) continue;
+            for (int k = 0; k <= j; k++)
+                if (!isnan(xi[k])) {
+                    part[j * d + k] += wi * xi[j] * xi[k];
+                    part[d * d + j * d + k] += wi;
+                }
+        }
+    }
+}
+
+int ghf_data_prepare_missing(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
+                             char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const int d = s->d;
+    out->w = w;
+    out->n_global = s->n_global;
+    out->d = d;
+    out->nrows = s->nrows;
+    out->x = s->x;
+    out->ll_gauss = NAN; /* unknown: no Gaussian closed form over missing entries */
+    out->shift = calloc((size_t)d, sizeof(double));
+    out->mean = calloc((size_t)d, sizeof(double));
+    out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
+    double *buf = calloc(2 * (size_t)d * (size_t)d + 2 * (size_t)d + 1, sizeof(double));
+    double *L = calloc((size_t)d * (size_t)d, sizeof(double));
+    const int fail = !out->shift || !out->mean || !out->cov || !buf || !L;
+    if (fail) snprintf(err, errlen, "out of memory (preparing %s)", what);
+    if (ghf_agree(comm, fail, err, errlen) || s->n_global < (int64_t)d + 1) {
+        if (!fail)
+            snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
+                     (long long)s->n_global, d, d + 1);
+        free(buf), free(L);
+        ghf_data_free(out);
+        return fail ? 1 : 2;
+    }
+    double amax = 0.0; /* the scaling of data near the limits of double, as ghf_data_prepare */
+    for (int64_t i = 0; i < s->nrows * d; i++)
+        if (!isnan(s->x[i])) amax = fmax(amax, fabs(s->x[i]));
+    MPI_Allreduce(MPI_IN_PLACE, &amax, 1, MPI_DOUBLE, MPI_MAX, comm);
+    if (amax > 0x1p500 || (amax > 0.0 && amax < 0x1p-500)) {
+        int e;
+        frexp(amax, &e);
+        out->scale_log2 = -e;
+        for (int64_t i = 0; i < s->nrows * d; i++) s->x[i] = ldexp(s->x[i], out->scale_log2);
+    }
+    mom_ctx m = {NULL, NULL, s->x, w};
+    int st = ghf_xreduce_rows(comm, s->x, s->nrows, d, 2 * d + 1, blk_avail_sum, &m, buf) ? 1 : 0;
+    for (int j = 0; !st && j < d; j++) {
+        if (!(buf[d + j] > 0.0)) {
+            snprintf(err, errlen, "%s: column %d has no observed value (every entry NaN)", what, j);
+            st = 2;
+        } else {
+            out->shift[j] = buf[j] / buf[d + j]; /* the available-case mean */
+        }
+    }
+    out->wsum = buf[2 * d];
+    if (!st) {
+        for (int64_t i = 0; i < s->nrows; i++)
+            for (int j = 0; j < d; j++) s->x[i * d + j] -= out->shift[j];
+        st = ghf_xreduce_rows(comm, s->x, s->nrows, d, 2 * d * d, blk_avail_cross, &m, buf) ? 1 : 0;
+    }
+    /* the pairwise covariance; its diagonal when it is not positive definite */
+    for (int j = 0; !st && j < d; j++)
+        for (int k = 0; k <= j; k++) {
+            const double c = buf[d * d + j * d + k] > 0.0 ? buf[j * d + k] / buf[d * d + j * d + k] : 0.0;
+            out->cov[j * d + k] = out->cov[k * d + j] = c;
+        }
+    for (int j = 0; !st && j < d; j++)
+        if (!(out->cov[j * d + j] > 0.0) || !isfinite(out->cov[j * d + j])) {
+            snprintf(err, errlen, "%s: column %d is constant over its observed values (or overflows)", what, j);
+            st = 2;
+        }
+    if (!st && ghf_cholesky(d, out->cov, L) != 0)
+        for (int j = 0; j < d; j++)
+            for (int k = 0; k < d; k++)
+                if (j != k) out->cov[j * d + k] = 0.0;
+    free(buf), free(L);
+    if (st) {
+        if (st == 1) snprintf(err, errlen, "out of memory");
+        ghf_data_free(out);
+    }
+    return st;
 }
 
 void ghf_data_params_to_internal(const ghf_data *g, const ghf_params *in, ghf_params *out)
@@ -354,16 +486,18 @@ int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
     out->mu = out->outp.mu;
     if (data->scale_log2 != 0) {
         /* f_data(x) = f_internal(2^k x - shift) 2^(k d) */
-        const double add = (double)data->n_global * d * data->scale_log2 * GHF_LN2;
+        const double add = ghf_data_count(data) * d * data->scale_log2 * GHF_LN2;
         out->em.loglik += add;
         for (int i = 0; i < out->em.n_trace; i++) out->em.trace[i] += add;
+        out->loglik_unweighted += (double)data->n_global * d * data->scale_log2 * GHF_LN2;
     }
     out->moments_ok = ghf_params_moments(&out->outp, out->mean, out->cov, out->moments_note,
                                          sizeof out->moments_note) == 0;
     const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
     const int k = ghf_model_nparams(&m, d);
     out->aic = -2.0 * out->em.loglik + 2.0 * k;
-    out->bic = -2.0 * out->em.loglik + k * log((double)data->n_global);
+    /* weighted: BIC with the effective number of observations (sum w)^2 / sum w^2 */
+    out->bic = -2.0 * out->em.loglik + k * log(data->w ? out->n_eff : (double)data->n_global);
     return 0;
 }
 
@@ -446,6 +580,15 @@ void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_rec
     rec->backend = backend;
     rec->n_dropped = out->n_dropped;
     rec->se = out->have_se ? &out->se.v : NULL;
+    rec->weights = out->weights;
+    rec->weight_sum = out->weight_sum;
+    rec->n_eff = out->n_eff;
+    rec->loglik_unweighted = out->loglik_unweighted;
+    rec->missing = out->missing;
+    rec->n_incomplete = out->n_incomplete;
+    rec->missing_fraction = out->missing_fraction;
+    rec->missing_counts = out->missing_counts;
+    rec->n_missing_counts = out->missing_counts ? out->d + 1 : 0;
 }
 
 void ghf_fit_out_free(ghf_fit_out *out)

@@ -30,7 +30,21 @@ typedef struct ghf_data {
                              (the Gaussian limit of every family); NaN if cov is singular */
     int scale_log2; /* the rows were multiplied by 2^scale_log2 before centring
                        (0 unless the data are near the limits of double) */
+    const double *w; /* [nrows] observation weights (weighted EM; not owned), or NULL */
+    double wsum;     /* the sum of the weights over all ranks (with w) */
 } ghf_data;
+
+/* --missing em: the same for rows with NaN entries (missing coordinates):
+ * available-case means (the centring), the pairwise covariance (its diagonal
+ * when not positive definite) for EM's start, ll_gauss NaN, no robust start. */
+int  ghf_data_prepare_missing(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
+                              char *err, size_t errlen);
+
+/* The number of observations EM sees: the sum of the weights, or n_global. */
+static inline double ghf_data_count(const ghf_data *g)
+{
+    return g->w ? g->wsum : (double)g->n_global;
+}
 
 /* robust z-score |x - median| / (1.4826 MAD) beyond which a row is an outlier
  * for the robust start */
@@ -48,6 +62,10 @@ void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params
 /* Collective.  Centres s->x in place.  Returns 0, or 2 with a message if the
  * data are unusable (fewer than d + 1 rows, a constant column, ...). */
 int  ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen);
+/* The same for weighted EM: w[nrows] (NULL: unweighted) weighs the moments
+ * EM starts from (and the Gaussian limit's log-likelihood); out->w = w. */
+int  ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
+                               char *err, size_t errlen);
 void ghf_data_free(ghf_data *g);
 /* 1 if |x_j| <= zlim_j for every column (not an outlier) */
 int ghf__row_kept(const double *x, const double *zlim, int d);
@@ -74,6 +92,16 @@ typedef struct ghf_fit_out {
     int moments_ok;
     char moments_note[256]; /* why (some) moments are NaN */
     double aic, bic;
+    /* weighted EM (weights set): what the result file records about it */
+    const char *weights;          /* the weights' spec ("FILE:DATASET" or "halflife H"), NULL: unweighted */
+    double weight_sum, n_eff;     /* sum w and (sum w)^2 / sum w^2 */
+    double loglik_unweighted;     /* sum log f(x_i) at the fitted parameters (data coordinates) */
+    /* --missing em (missing set): rows with a missing entry, the fraction of
+     * missing entries, rows by their number of missing entries [d + 1] */
+    const char *missing;
+    int64_t n_incomplete;
+    double missing_fraction;
+    const double *missing_counts;
     double phases[GHF_NPHASES];   /* this rank */
     double *all_phases;           /* rank 0: [n_ranks][GHF_NPHASES] */
     int n_ranks;

@@ -11,9 +11,10 @@
 
 ghf_io_plan ghf_io_plan_of(const ghf_job *j, int fit, int n_ranks)
 {
-    const ghf_io_plan p = {j->data_file,     j->dataset, fit ? j->rows_start : 0, fit ? j->rows_len : -1,
-                           fit,              n_ranks,    fit ? NULL : j->source,  j->out,
-                           GHF_PATH_RESULT,  NULL,       j->checkpoint,           NULL, 0};
+    const ghf_io_plan p = {.data = j->data_file, .dataset = j->dataset, .win_start = fit ? j->rows_start : 0,
+                           .win_len = fit ? j->rows_len : -1, .fit_shape = fit, .n_ranks = n_ranks,
+                           .job_file = fit ? NULL : j->source, .out = j->out, .out_kind = GHF_PATH_RESULT,
+                           .checkpoint = j->checkpoint};
     return p;
 }
 

@@ -60,7 +60,7 @@ int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t
 static int read_rows(const char *file, const char *ds, int64_t start, int64_t len, ghf_shard *sh, char *err,
                      size_t errlen)
 {
-    const ghf_read_opts ro = {file, ds, start, len, 0, 2, 0};
+    const ghf_read_opts ro = {.path = file, .dataset = ds, .win_start = start, .win_len = len, .drop_nonfinite = 2};
     if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, sh, err, errlen) != 0) return 1;
     if (ghf_shard_widen(sh) != 0) {
         snprintf(err, errlen, "out of memory reading %s:%s", file, ds);
@@ -292,7 +292,7 @@ static int post_load(post *q, int n, char *err, size_t errlen)
     if (!q->n_next || !q->has_risk) goto oom;
     if (j->risk_file) {
         ghf_shard ws;
-        const ghf_read_opts ro = {j->risk_file, j->risk_dataset, 0, -1, 0, 0, 0};
+        const ghf_read_opts ro = {.path = j->risk_file, .dataset = j->risk_dataset, .win_len = -1};
         if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &ws, err, errlen) != 0) return 1;
         if (ghf_shard_widen(&ws) != 0) {
             ghf_shard_free(&ws);

@@ -13,6 +13,8 @@
 
 #define REC_MAGIC 0x6768667265633033LL /* "ghfrec03": with the data identity, device and standard errors */
 
+static void pack_se(ghf_pack *b, const ghf_fit_se *e, int64_t d);
+
 void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
 {
     const int64_t d = r->d;
@@ -54,7 +56,26 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     /* standard errors (a flag, then the block) */
     const ghf_fit_se *e = r->se;
     ghf_pack_i64(b, e ? 1 : 0);
-    if (!e) return;
+    if (e) pack_se(b, e, d);
+    /* weighted EM (a flag, then the block; absent from older records) */
+    ghf_pack_i64(b, r->weights ? 1 : 0);
+    if (r->weights) {
+        ghf_pack_str(b, r->weights);
+        ghf_pack_f64(b, r->weight_sum);
+        ghf_pack_f64(b, r->n_eff);
+        ghf_pack_f64(b, r->loglik_unweighted);
+    }
+    /* --missing em (a flag, then the block) */
+    ghf_pack_i64(b, r->missing ? 1 : 0);
+    if (!r->missing) return;
+    ghf_pack_str(b, r->missing);
+    ghf_pack_i64(b, r->n_incomplete);
+    ghf_pack_f64(b, r->missing_fraction);
+    ghf_pack_f64s(b, r->missing_counts, r->missing_counts ? r->n_missing_counts : 0);
+}
+
+static void pack_se(ghf_pack *b, const ghf_fit_se *e, int64_t d)
+{
     ghf_pack_str(b, e->method);
     ghf_pack_str(b, e->reason);
     ghf_pack_str(b, e->names);
@@ -120,6 +141,9 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->data_file);
     free(rec->dataset);
     free(rec->device);
+    free(rec->weights);
+    free(rec->missing);
+    free(rec->missing_counts);
     free(rec->trace);
     free(rec->mu);
     free(rec->gamma);
@@ -181,6 +205,22 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
     r->row_count = ghf_unpack_i64(u);
     r->device = rec->device = ghf_unpack_str(u);
     if (!u->bad && d >= 1 && unpack_se(u, rec) != 0) u->bad = 1;
+    if (!u->bad && u->off < u->n && ghf_unpack_i64(u) != 0) { /* weighted EM */
+        r->weights = rec->weights = ghf_unpack_str(u);
+        r->weight_sum = ghf_unpack_f64(u);
+        r->n_eff = ghf_unpack_f64(u);
+        r->loglik_unweighted = ghf_unpack_f64(u);
+        if (!r->weights) u->bad = 1;
+    }
+    if (!u->bad && u->off < u->n && ghf_unpack_i64(u) != 0) { /* --missing em */
+        r->missing = rec->missing = ghf_unpack_str(u);
+        r->n_incomplete = ghf_unpack_i64(u);
+        r->missing_fraction = ghf_unpack_f64(u);
+        int64_t nmc = 0;
+        r->missing_counts = rec->missing_counts = ghf_unpack_f64s(u, &nmc);
+        r->n_missing_counts = (int)nmc;
+        if (!r->missing || (r->missing_counts && nmc != d + 1)) u->bad = 1;
+    }
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||
         !r->family || !r->status) {

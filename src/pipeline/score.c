@@ -322,8 +322,8 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
     snprintf(res->family, sizeof res->family, "%s", law.family);
     res->d = law.d;
     /* the data set (its shape), the output, the lock */
-    const ghf_io_plan plan = {o->data, o->dataset, 0, -1, 0, size, NULL, o->out, GHF_PATH_SCORES, NULL, NULL,
-                              o->model_file, 0};
+    const ghf_io_plan plan = {.data = o->data, .dataset = o->dataset, .win_len = -1, .n_ranks = size,
+                              .out = o->out, .out_kind = GHF_PATH_SCORES, .model = o->model_file};
     int64_t n = 0;
     int d = 0;
     st = ghf_io_check(comm, &plan, &n, &d, err, errlen);
@@ -339,7 +339,8 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
     memset(&r, 0, sizeof r);
     double t0 = MPI_Wtime();
     if (!st) {
-        const ghf_read_opts ro = {o->data, o->dataset, 0, -1, 0, 2, GHF_ROW_BLOCK};
+        const ghf_read_opts ro = {.path = o->data, .dataset = o->dataset, .win_len = -1, .drop_nonfinite = 2,
+                                  .granule = GHF_ROW_BLOCK};
         st = ghf_h5_read_shard(comm, &ro, &sh, err, errlen);
     }
     if (!st) {

@@ -30,6 +30,20 @@ typedef struct data_cache {
     ghf_shard span;
     int64_t span_start, span_len;
     double t_load;
+    /* weighted EM: the window's weights (owned; NULL: unweighted), their exact
+     * sums, whether all are 1 (then EM runs unweighted: the same bits), and
+     * their label for the result file */
+    double *w;
+    double wsum, wsum2;
+    int wunit;
+    char wlabel[1600];
+    /* --missing em: whether the fit has rows with NaN entries (every rank),
+     * the rank's complete rows (first in the shard), the set of the others,
+     * rows by number of missing entries [d + 1] */
+    int has_missing;
+    int64_t n_complete;
+    ghf_missing *miss;
+    double *mcounts;
 } data_cache;
 
 /* Warm start: the previous fit's parameters in data coordinates. */
@@ -204,6 +218,13 @@ static void cache_drop_window(data_cache *dc)
     if (!dc->have) return;
     if (dc->be) dc->be->destroy(dc->be);
     dc->be = NULL;
+    free(dc->w);
+    dc->w = NULL;
+    ghf_missing_free(dc->miss);
+    dc->miss = NULL;
+    free(dc->mcounts);
+    dc->mcounts = NULL;
+    dc->has_missing = 0;
     ghf_data_free(&dc->data);
     ghf_shard_free(&dc->shard);
     dc->have = 0;
@@ -214,6 +235,86 @@ static void cache_free(data_cache *dc)
     cache_drop_window(dc);
     if (dc->have_span) ghf_shard_free(&dc->span);
     dc->have_span = 0;
+}
+
+/* The weights of the rows of spec s from the job's weights dataset into
+ * dc->w (checked).  Collective over gcomm; 0 or an exit status. */
+static int load_weights(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, char *err, size_t errlen)
+{
+    ghf_shard ws;
+    int st = ghf__weights_read(g->gcomm, g->job, s->row_start, s->row_len, &ws, err, errlen);
+    if (st) return st;
+    st = ghf__weights_check(g->gcomm, g->job, ws.x, ws.nrows, s->row_start + ws.row0, err, errlen);
+    if (st) {
+        ghf_shard_free(&ws);
+        return st;
+    }
+    dc->w = ws.x; /* NULL on a rank without rows: then a non-NULL one, so that every rank takes the weighted path */
+    if (!dc->w) dc->w = malloc(sizeof(double));
+    if (ghf_any(g->gcomm, !dc->w)) {
+        snprintf(err, errlen, "out of memory");
+        free(dc->w);
+        dc->w = NULL;
+        return GHF_EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+/* After the rows were read: the half-life weights (made here), the exact
+ * sums and the label.  Collective over gcomm; 0 or an exit status. */
+static int finish_weights(group_ctx *g, data_cache *dc, char *err, size_t errlen)
+{
+    const ghf_job *j = g->job;
+    const ghf_shard *sh = &dc->shard;
+    if (!j->weights) {
+        free(dc->w);
+        dc->w = malloc((size_t)(sh->nrows > 0 ? sh->nrows : 1) * sizeof(double));
+        if (ghf_any(g->gcomm, !dc->w)) {
+            snprintf(err, errlen, "out of memory (weights of %lld rows)", (long long)sh->nrows);
+            free(dc->w);
+            dc->w = NULL;
+            return GHF_EXIT_RUNTIME;
+        }
+        ghf__weights_halflife(g->gcomm, j->halflife, sh->n_global, sh->nrows, dc->w);
+    }
+    ghf__weights_label(j, dc->wlabel, sizeof dc->wlabel);
+    const int st = ghf__weights_sums(g->gcomm, j, dc->w, sh->nrows, &dc->wsum, &dc->wsum2, &dc->wunit, err, errlen);
+    if (st) {
+        free(dc->w);
+        dc->w = NULL;
+    }
+    return st;
+}
+
+/* --missing em: complete rows first, the counts; has_missing when some
+ * rank has a row with a NaN entry.  Collective; 0 or an exit status. */
+static int arrange_missing(group_ctx *g, data_cache *dc, char *err, size_t errlen)
+{
+    const int d = dc->shard.d;
+    dc->mcounts = malloc((size_t)(d + 1) * sizeof(double));
+    if (ghf_any(g->gcomm, !dc->mcounts)) {
+        snprintf(err, errlen, "out of memory");
+        return GHF_EXIT_RUNTIME;
+    }
+    const int st = ghf__missing_arrange(g->gcomm, &dc->shard, dc->w, &dc->n_complete, dc->mcounts, err, errlen);
+    if (st) return st;
+    dc->has_missing = dc->mcounts[0] < (double)dc->shard.n_global;
+    return 0;
+}
+
+/* The backend of a weighted fit: the CPU (the CUDA backend has no weighted
+ * E-step; `cuda` itself was refused with the options); auto says so once
+ * where a CUDA backend is built in. */
+static const char *weighted_backend(group_ctx *g)
+{
+    static int said;
+    if (!said && g->wrank == 0 && !g->job->quiet && strstr(ghf_backends_compiled(), "cuda")) {
+        printf("ghfit: note: observation weights: the E-step runs on the CPU backend (the CUDA backend has no "
+               "weighted E-step)\n");
+        fflush(stdout);
+    }
+    said = 1;
+    return "cpu";
 }
 
 /* Load rows [start, start+len) on the group.  Collective over gcomm.
@@ -248,7 +349,10 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         sh->nrows = len;
         sh->file_dtype_bits = dc->span.file_dtype_bits;
     } else {
-        ghf_read_opts ro = {j->data_file, j->dataset, s->row_start, len, 0, j->drop_nonfinite, GHF_ROW_BLOCK};
+        if (j->weights && (st = load_weights(g, dc, s, err, errlen)) != 0) return st;
+        ghf_read_opts ro = {.path = j->data_file, .dataset = j->dataset, .win_start = s->row_start, .win_len = len,
+                            .drop_nonfinite = j->missing_em ? 3 : j->drop_nonfinite, .granule = GHF_ROW_BLOCK,
+                            .companion = dc->w};
         st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
         *data_bad = st == GHF_EXIT_USAGE;
         if (st && *data_bad && g->mode == GHF_PIPE_RUN) { /* name the window the rows belong to */
@@ -257,16 +361,56 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
                      err);
             snprintf(err, errlen, "%s", tmp);
         }
-        if (st) return st;
+        if (st) {
+            free(dc->w);
+            dc->w = NULL;
+            return st;
+        }
     }
-    st = ghf_data_prepare(g->gcomm, &dc->shard, what, &dc->data, err, errlen);
-    if (st) {
-        *data_bad = st == GHF_EXIT_USAGE;
+    if ((j->weights || j->halflife > 0.0) && (st = finish_weights(g, dc, err, errlen)) != 0) {
         ghf_shard_free(&dc->shard);
         return st;
     }
-    dc->be = ghf_backend_create(g->gcomm, j->backend, dc->data.x, dc->data.nrows, dc->data.d, &st, err, errlen);
+    if (j->missing_em && (st = arrange_missing(g, dc, err, errlen)) != 0) {
+        ghf_shard_free(&dc->shard);
+        free(dc->w);
+        dc->w = NULL;
+        return st;
+    }
+    const double *wuse = dc->w && !dc->wunit ? dc->w : NULL;
+    if (dc->has_missing)
+        st = ghf_data_prepare_missing(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
+    else
+        st = ghf_data_prepare_weighted(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
+    if (st) {
+        *data_bad = st == GHF_EXIT_USAGE;
+        ghf_shard_free(&dc->shard);
+        free(dc->w);
+        dc->w = NULL;
+        return st;
+    }
+    const int64_t nfast = dc->has_missing ? dc->n_complete : dc->data.nrows; /* the backend's rows */
+    dc->be = ghf_backend_create(g->gcomm, dc->w || dc->has_missing ? weighted_backend(g) : j->backend, dc->data.x,
+                                nfast, dc->data.d, &st, err, errlen);
+    if (dc->be) dc->be->weights = wuse;
+    if (dc->be && dc->has_missing) {
+        const int d = dc->data.d;
+        dc->miss = ghf_missing_create(dc->data.x + (size_t)nfast * d, wuse ? wuse + nfast : NULL,
+                                      dc->data.nrows - nfast, d);
+        if (ghf_any(g->gcomm, !dc->miss)) {
+            snprintf(err, errlen, "out of memory (the rows with missing entries)");
+            dc->be->destroy(dc->be);
+            dc->be = NULL;
+            st = GHF_EXIT_RUNTIME;
+        }
+    }
     if (!dc->be) {
+        ghf_missing_free(dc->miss);
+        dc->miss = NULL;
+        free(dc->mcounts);
+        dc->mcounts = NULL;
+        free(dc->w);
+        dc->w = NULL;
         ghf_data_free(&dc->data);
         ghf_shard_free(&dc->shard);
         return st ? st : 1;
@@ -335,7 +479,7 @@ static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs
                          const int *done_k)
 {
     const ghf_job *j = g->job;
-    if (g->gsize != 1 || j->drop_nonfinite || n_mine == 0) return;
+    if (g->gsize != 1 || j->drop_nonfinite || j->weights || j->missing_em || n_mine == 0) return;
     int64_t lo = INT64_MAX, hi = 0;
     int need = 0;
     for (int q = 0; q < n_mine; q++) {
@@ -351,7 +495,7 @@ static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs
     if (!need || ghf_h5_probe(j->data_file, j->dataset, &n0, &d0, e2, sizeof e2) != 0 ||
         (double)(hi - lo) * d0 * 8.0 >= 2.0e9)
         return;
-    ghf_read_opts ro = {j->data_file, j->dataset, lo, hi - lo, 0, 0, 0};
+    ghf_read_opts ro = {.path = j->data_file, .dataset = j->dataset, .win_start = lo, .win_len = hi - lo};
     if (ghf_h5_read_shard(MPI_COMM_SELF, &ro, &dc->span, e2, sizeof e2) == 0) { /* else: window by window */
         dc->have_span = 1;
         dc->span_start = lo;
@@ -400,6 +544,22 @@ static void spec_em_opts(group_ctx *g, const ghf_fit_spec *s, const ghf_data *da
     eo->on_state_ctx = g;
 }
 
+/* --missing em: what the result records */
+static void missing_record(const data_cache *dc, ghf_fit_out *out)
+{
+    if (!dc->mcounts) return;
+    const int d = dc->data.d;
+    double nmiss = 0.0, ninc = 0.0;
+    for (int k = 1; k <= d; k++) {
+        nmiss += k * dc->mcounts[k];
+        ninc += dc->mcounts[k];
+    }
+    out->missing = "em";
+    out->n_incomplete = (int64_t)ninc;
+    out->missing_fraction = dc->data.n_global > 0 ? nmiss / ((double)dc->data.n_global * d) : 0.0;
+    out->missing_counts = dc->mcounts;
+}
+
 /* The outcome of one fit: done (record delivered), failed on its data
  * (recorded, the sweep goes on), stopped, or an error of the group. */
 enum { FIT_DONE, FIT_FAILED, FIT_STOPPED, FIT_ERROR };
@@ -415,6 +575,8 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
     ghf_em_opts eo;
     char label[80];
     spec_em_opts(g, s, data, label, sizeof label, &eo);
+    eo.missing = dc->miss;
+    eo.has_missing = dc->has_missing;
     g->cur = s;
     g->base_iter = -1;
     if (fit_mode && g->wrank == 0 && !j->quiet) {
@@ -483,6 +645,18 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
     out.phases[GHF_PH_MSTEP] = out.em.t_mstep;
     out.phases[GHF_PH_WRITE] = 0.0;
     out.phases[GHF_PH_TOTAL] = MPI_Wtime() - t0;
+    if (j->weights || j->halflife > 0.0) { /* weighted EM: the unweighted log-likelihood of the same parameters */
+        out.weights = dc->wlabel;
+        out.weight_sum = dc->wsum;
+        out.n_eff = dc->wsum * dc->wsum / dc->wsum2;
+        if (ghf_em_loglik_unweighted(g->gcomm, dc->be, dc->miss, dc->has_missing, &out.em.params,
+                                     &out.loglik_unweighted, msg, msglen) > 0) {
+            ghf_fit_out_free(&out);
+            *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+            return FIT_ERROR;
+        }
+    }
+    missing_record(dc, &out);
     const int oom = ghf_fit_out_finish(&out, data) != 0;
     if (ghf_any(g->gcomm, oom)) {
         snprintf(msg, msglen, "out of memory");

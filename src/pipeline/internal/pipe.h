@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "h5ckpt.h"
+#include "h5io.h"
 #include "job.h"
 #include "liveness.h"
 #include "pipeline.h"
@@ -102,5 +103,36 @@ int  run_group(group_ctx *g, const ghf_fit_spec *specs, const int *mine, int n_m
                char *msg, size_t msglen);
 /* the group leader's last message to the collector */
 void deliver_done(group_ctx *g, int status, const char *msg);
+
+/* ---- observation weights (weights.c) ---- */
+
+/* "FILE:DATASET" of the job's weights, or "halflife H" */
+void ghf__weights_label(const ghf_job *j, char *out, size_t len);
+/* Collective: the weights of rows [row_start, row_start + len) of the job's
+ * weights dataset into ws (ws->x, ws->nrows: the partition the data's read
+ * gets with GHF_ROW_BLOCK; non-finite values kept for the check).  Status 2
+ * when the dataset is not a vector of as many values as the data have rows. */
+int  ghf__weights_read(MPI_Comm comm, const ghf_job *j, int64_t row_start, int64_t len, ghf_shard *ws, char *err,
+                       size_t errlen);
+/* Collective: status 2 (agreed) naming the first row (row0 + i) whose weight
+ * is negative or not finite. */
+int  ghf__weights_check(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, int64_t row0, char *err,
+                        size_t errlen);
+/* Collective: w_i = 2^(-(N-1-i)/h) for this rank's rows, i their index among
+ * the N = n_global rows of the fit (ranks hold consecutive rows in rank order). */
+void ghf__weights_halflife(MPI_Comm comm, double h, int64_t n_global, int64_t nrows, double *w);
+/* Collective: exact sums of w and w^2 over all ranks, and *unit = 1 when every
+ * weight is exactly 1.  Status 2 when every weight is 0 or a sum overflows. */
+int  ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, double *sum, double *sum2,
+                       int *unit, char *err, size_t errlen);
+
+/* ---- missing coordinates (missing.c) ---- */
+
+/* Collective: the shard's complete rows first, then the rows with NaN
+ * entries, each in row order (w, when set, moved with them);
+ * *n_complete: the rank's complete rows; counts[k] (k = 0..d): the rows
+ * with k missing entries over all ranks. */
+int ghf__missing_arrange(MPI_Comm comm, ghf_shard *sh, double *w, int64_t *n_complete, double *counts,
+                         char *err, size_t errlen);
 
 #endif
