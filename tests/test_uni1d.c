@@ -147,7 +147,7 @@ static void check_law(const ref_law *R)
               P->alpha, q, P->q, r, st);
         if (r > W.q) {
             W.q = r;
-            snprintf(W.wq, sizeof W.wq, "%s alpha=%g", R->id, P->alpha);
+            snprintf(W.wq, sizeof W.wq, "%.48s alpha=%g", R->id, P->alpha);
         }
         if (P->alpha > 0.5) { /* the same from the upper-tail probability */
             st = ghf_uni_isf(&L, 1.0 - P->alpha, &v);
@@ -165,7 +165,7 @@ static void check_law(const ref_law *R)
                   P->alpha, e, P->es, r, st);
             if (r > W.es) {
                 W.es = r;
-                snprintf(W.wes, sizeof W.wes, "%s alpha=%g", R->id, P->alpha);
+                snprintf(W.wes, sizeof W.wes, "%.48s alpha=%g", R->id, P->alpha);
             }
         }
         st = ghf_uni_cdf(&L, P->x, &c);
@@ -175,7 +175,7 @@ static void check_law(const ref_law *R)
               c, P->cdf, sf, P->sf);
         if (r > W.p) {
             W.p = r;
-            snprintf(W.wp, sizeof W.wp, "%s x=%g", R->id, P->x);
+            snprintf(W.wp, sizeof W.wp, "%.48s x=%g", R->id, P->x);
         }
         st = ghf_uni_logpdf(&L, P->x, &lp);
         r = fabs(lp - P->lp) / fmax(1.0, fabs(P->lp));
