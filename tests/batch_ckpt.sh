@@ -21,6 +21,7 @@ fail=0
 die() { echo "FAIL: $*"; fail=1; }
 
 # wait (up to $2 s) until file $1 exists
+. "$(dirname "$0")/lib.sh" # wait_until, ranks_started
 wait_for() { local i; for ((i = 0; i < $2 * 10; i++)); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
 
 # every dataset of a fit, printed with %.17g: equal text = equal bits
@@ -87,6 +88,7 @@ echo "ok   foreign checkpoints refused: $(grep -h 'error' o.txt | head -1)"
 # (mpirun turns SIGTERM into a kill of the job, so USR1 here; under srun both work)
 GHFIT_TEST_ITER_SLEEP=400 mpirun -np 2 "$G" "${FIT[@]}" --out n.h5 > n.txt 2>&1 &
 pid=$!
+wait_until "ranks_started $pid 2" 60   # signalled before the ranks run ghfit, they would die of it
 sleep 3
 kill -USR1 $pid
 wait $pid; rc=$?

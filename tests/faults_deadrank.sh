@@ -34,6 +34,7 @@ victim() {
   local name=$1 np=$2 sig=$3 k=$4; shift 4
   rm -f sw.h5 ck.h5 ck_prev.h5 ck.h5.done
   GHFIT_PEER_TIMEOUT=4 GHFIT_TEST_ITER_SLEEP=150 start_bg "$name.txt" mpirun -np "$np" "$G" run sw.yaml "$@"
+  wait_until "ranks_started $bgpid $np" 60   # a loaded machine may take seconds to start them
   sleep 3
   local v; v=$(ranks_of $bgpid | sed -n "$((k + 1))p")
   [ -n "$v" ] || { die "$name: no rank $k"; wait_bg 60; return; }

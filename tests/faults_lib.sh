@@ -1,6 +1,7 @@
 # tests/faults_lib.sh - helpers of the fault tests (tests/faults_*.sh; source it
 # after setting G (ghfit), H (h5get) and the working directory).
 # Every check prints "ok   ..." or "FAIL: ..." and sets fail=1 on failure.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # wait_until, ranks_started
 fail=0
 die() { echo "FAIL: $*"; fail=1; }
 ok() { echo "ok   $*"; }
@@ -54,19 +55,10 @@ same_fit() { # A B FIT
 }
 # the children of a process (the ranks of an mpirun started here)
 ranks_of() { pgrep -P "$1" | sort -n; }
-# ranks_started PID N: N children of PID run ghfit (exec'd: past the fork
-# of the launcher, so ghfit's signal handlers can be in place)
-ranks_started() {
-  local n=0 p
-  for p in $(pgrep -P "$1"); do [[ "$(readlink "/proc/$p/exe" 2>/dev/null)" == */ghfit ]] && n=$((n + 1)); done
-  [ "$n" -ge "$2" ]
-}
 # signal_at_startup PID: SIGUSR1 to mpirun PID once both ranks run ghfit (they
 # sleep GHFIT_TEST_STARTUP_SLEEP there); a loaded machine may take seconds
 # to start them, and a signal forwarded to a rank not yet exec'd kills it
 signal_at_startup() { wait_until "ranks_started $1 2" 60; sleep 0.5; kill -USR1 "$1"; }
-# wait (up to $2 s) until command $1 succeeds
-wait_until() { local i; for ((i = 0; i < $2 * 10; i++)); do eval "$1" && return 0; sleep 0.1; done; return 1; }
 # start_bg OUTFILE CMD...: start CMD in the background (its pid in $bgpid)
 start_bg() { local o=$1; shift; "$@" > "$o" 2>&1 & bgpid=$!; }
 # wait_bg SECONDS: wait for it; 124 (after killing it) if it runs longer

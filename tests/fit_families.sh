@@ -85,7 +85,7 @@ mpirun -np 2 "$G" fit --data data.h5 --model vg --out vref.h5 --quiet
 GHFIT_TEST_STARTUP_SLEEP=2500 GHFIT_TEST_ITER_SLEEP=100 \
   mpirun -np 2 "$G" fit --data data.h5 --model vg --out v.h5 --checkpoint vck.h5 --quiet > vstop.txt 2>&1 &
 bg=$!
-sleep 3.5; kill -USR1 $bg
+wait_until "ranks_started $bg 2" 60; sleep 0.5; kill -USR1 $bg   # inside the 2.5 s start-up sleep
 set +e; wait $bg; rc=$?; set -e
 it=$("$H" vck.h5 /running/0 iter || echo none)
 echo "vg stopped by SIGUSR1: exit $rc, checkpoint at iteration $it"
