@@ -12,6 +12,7 @@ set -uo pipefail
 G=$1; W=$2
 PY=/usr/bin/python3
 MPI="mpirun --oversubscribe"
+. "$(dirname "$0")/lib.sh"
 rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 fail=0
 "$PY" -c "import h5py, numpy" 2>/dev/null || { echo "h5py/numpy not available at $PY (Debian python3-h5py)"; exit 1; }
@@ -86,20 +87,8 @@ print("ok   --drop-nonfinite")
 assert ok
 PY
 
-# expect PATTERN -- gof args...  (2 ranks: one error line, exit 2, no file left)
-expect() {
-  local pat=$1; shift 2
-  rm -f out.h5*
-  timeout 120 $MPI -np 2 "$G" gof "$@" >stdout.txt 2>stderr.txt
-  local rc=$?
-  local lines; lines=$(grep -c "^ghfit: " stderr.txt)
-  if [ $rc -ne 2 ]; then echo "FAIL [$*]: exit $rc, expected 2"; cat stderr.txt; fail=1; return; fi
-  if [ "$lines" -ne 1 ] || ! grep -q "^ghfit: error: " stderr.txt; then
-    echo "FAIL [$*]: expected one 'ghfit: error:' line:"; cat stderr.txt; fail=1; return; fi
-  if ! grep -q -- "$pat" stderr.txt; then echo "FAIL [$*]: message lacks '$pat':"; cat stderr.txt; fail=1; return; fi
-  if ls out.h5* >/dev/null 2>&1; then echo "FAIL [$*]: output left behind"; fail=1; return; fi
-  echo "ok   [$*]: $(grep '^ghfit: ' stderr.txt)"
-}
+# expect PATTERN -- gof args...: refused (tests/lib.sh)
+expect() { refused gof "$@"; }
 expect "x.h5"                   -- --model x.h5 --data sgh.h5 --out out.h5
 expect "no fit named 'nope'"    -- --model gh.h5:/fits/nope --data sgh.h5 --out out.h5
 expect "2 columns, but the fit" -- --model gh.h5 --data bad.h5 --dataset /X2 --out out.h5

@@ -10,6 +10,7 @@ set -uo pipefail
 G=$1; W=$2
 PY=/usr/bin/python3
 MPI="mpirun --oversubscribe"
+. "$(dirname "$0")/lib.sh"
 rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 fail=0
 "$PY" -c "import h5py, numpy" 2>/dev/null || { echo "h5py/numpy not available at $PY (Debian python3-h5py; scripts/install-deps.sh)"; exit 1; }
@@ -63,20 +64,8 @@ PY
   "$PY" -c "import h5py; k = list(h5py.File('nig_copy.h5', 'r')['fits']); assert k == ['gauss'], k" &&
   echo "ok   a replaced result file holds the new fit" || { echo "FAIL: replacing a result file"; fail=1; }
 
-# expect PATTERN -- risk args...  (2 ranks: one error line, exit 2, no file left)
-expect() {
-  local pat=$1; shift 2
-  rm -f out.h5*
-  timeout 120 $MPI -np 2 "$G" risk "$@" >stdout.txt 2>stderr.txt
-  local rc=$?
-  local lines; lines=$(grep -c "^ghfit: " stderr.txt)
-  if [ $rc -ne 2 ]; then echo "FAIL [$*]: exit $rc, expected 2"; cat stderr.txt; fail=1; return; fi
-  if [ "$lines" -ne 1 ] || ! grep -q "^ghfit: error: " stderr.txt; then
-    echo "FAIL [$*]: expected one 'ghfit: error:' line:"; cat stderr.txt; fail=1; return; fi
-  if ! grep -q -- "$pat" stderr.txt; then echo "FAIL [$*]: message lacks '$pat':"; cat stderr.txt; fail=1; return; fi
-  if ls out.h5* >/dev/null 2>&1; then echo "FAIL [$*]: output left behind"; fail=1; return; fi
-  echo "ok   [$*]: $(grep '^ghfit: ' stderr.txt)"
-}
+# expect PATTERN -- risk args...: refused (tests/lib.sh)
+expect() { refused risk "$@"; }
 expect "x.h5:/summary"                -- --model x.h5 --portfolios w.h5 --alpha 0.99 --out out.h5
 expect "no fit named 'nope'"          -- --model two.h5:/fits/nope --portfolios w.h5 --alpha 0.99 --out out.h5
 expect "holds 2 fits"                 -- --model two.h5 --portfolios w.h5 --alpha 0.99 --out out.h5

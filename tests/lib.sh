@@ -17,3 +17,20 @@ ranks_started() {
   for p in $(pgrep -P "$1"); do [[ "$(readlink "/proc/$p/exe" 2>/dev/null)" == */ghfit ]] && n=$((n + 1)); done
   [ "$n" -ge "$2" ]
 }
+
+# refused SUBCOMMAND PATTERN -- ARGS...: `mpirun -np 2 $G SUBCOMMAND ARGS` ($MPI
+# is the launcher) exits 2 with exactly one line on stderr, "ghfit: error:"
+# matching PATTERN, and leaves no out.h5* behind; sets fail=1 otherwise.
+refused() {
+  local sub=$1 pat=$2; shift 3
+  rm -f out.h5*
+  timeout 120 $MPI -np 2 "$G" "$sub" "$@" >stdout.txt 2>stderr.txt
+  local rc=$?
+  local lines; lines=$(grep -c "^ghfit: " stderr.txt)
+  if [ $rc -ne 2 ]; then echo "FAIL [$*]: exit $rc, expected 2"; cat stderr.txt; fail=1; return; fi
+  if [ "$lines" -ne 1 ] || ! grep -q "^ghfit: error: " stderr.txt; then
+    echo "FAIL [$*]: expected one 'ghfit: error:' line:"; cat stderr.txt; fail=1; return; fi
+  if ! grep -q -- "$pat" stderr.txt; then echo "FAIL [$*]: message lacks '$pat':"; cat stderr.txt; fail=1; return; fi
+  if ls out.h5* >/dev/null 2>&1; then echo "FAIL [$*]: output left behind"; fail=1; return; fi
+  echo "ok   [$*]: $(grep '^ghfit: ' stderr.txt)"
+}
