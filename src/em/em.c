@@ -179,7 +179,7 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     e.saved = calloc((size_t)e.len, sizeof(double));
     r->trace = calloc((size_t)L.max_iter + 2, sizeof(double));
     int fail = !e.stats || !e.saved || !r->trace || ghf_derived_alloc(&e.g, d) || ghf_params_alloc(&r->params, d) ||
-               ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d);
+               ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d) || ghf_params_alloc(&e.nig, d);
     if (fail) snprintf(err, errlen, "out of memory (EM state, d = %d)", d);
     if (ghf_test_fail("alloc", err, errlen)) fail = 1;
     if (ghf_agree(comm, fail, err, errlen)) { /* every rank leaves before the first E-step */
@@ -250,6 +250,7 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
             nx = ghf__em_step_plain(&L, r, erc);
         if (nx == EM_ERROR) rc = 1;
     }
+    if (rc == 0 && !o->nested_run) rc = ghf__em_against_nig(&L, r, err, errlen);
     if (rc == 0 && !o->nested_run) rc = ghf__em_against_gaussian(&L, r, err, errlen);
 out:
     loop_free(&L);
@@ -260,6 +261,7 @@ out:
     free(e.stats);
     free(e.saved);
     ghf_derived_free(&e.g);
+    ghf_params_free(&e.nig);
     ghf_em_state_free(st);
     return rc;
 }

@@ -5,7 +5,8 @@
  *   em_squarem.c   SQUAREM cycles: the extrapolated point and its acceptance
  *   em_converge.c  the convergence status, flat likelihoods, collapsing
  *                  fits, the rescue at the Gaussian limit
- *   em_start.c     starts, resumed and warm states, the Gaussian closed form */
+ *   em_start.c     starts, resumed and warm states, the Gaussian closed form
+ *   em_nested.c    GH's nested NIG start and the end-of-fit check against it */
 #ifndef GHF_EM_INTERNAL_H
 #define GHF_EM_INTERNAL_H
 
@@ -33,6 +34,12 @@
 /* margin (relative) for decisions between two log-likelihoods, far above
  * round-off, so that every rank count takes the same decision */
 #define GHF_LL_MARGIN 1e-13
+/* tolerance of GH's nested NIG start when the fit's own is tighter: the NIG
+ * log-likelihood is then converged to round-off (em_nested.c) */
+#define GHF_NESTED_TOL 1e-6
+/* a GH fit that ends more than this many nested tolerances (relative) above
+ * the nested NIG run's end needs no NIG continuation (em_nested.c) */
+#define GHF_NESTED_MARGIN 10.0
 
 /* the status texts of the numerical limit and of the Gaussian limit (em.c) */
 extern const char ghf__em_precision_status[];
@@ -51,6 +58,10 @@ typedef struct em_ctx {
     double *saved; /* a copy of stats while a rescue point is evaluated */
     ghf_derived g;
     int rank;
+    /* where GH's nested NIG run stopped, when its tolerance was looser than
+     * the fit's (nested_tol > 0; em_nested.c) */
+    double nested_tol, nig_ll;
+    ghf_params nig;
 } em_ctx;
 
 /* Where the loop is within a SQUAREM cycle. */
@@ -95,6 +106,8 @@ int ghf__em_collapsing(const em_ctx *e, const ghf_em_state *st, int k, double n_
 const char *ghf__em_converged_status(const ghf_model *m, const ghf_params *t);
 int ghf__em_flat(const ghf_em_state *st, int k, double tol);
 int ghf__em_against_gaussian(em_loop *L, ghf_em_result *r, char *err, size_t errlen);
+int ghf__em_nested_start(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen);
+int ghf__em_against_nig(em_loop *L, ghf_em_result *r, char *err, size_t errlen);
 
 /* The prefix of an iteration line: [time stamp] label. */
 const char *ghf__em_line_prefix(em_loop *L);

@@ -1,6 +1,6 @@
-/* em_start.c - where a fit starts: moment starts per family, the nested NIG
- * start of GH, a checkpoint's or a warm start's state, and the closed-form
- * Gaussian fit (em_internal.h). */
+/* em_start.c - where a fit starts: moment starts per family (and GH's nested
+ * NIG start, em_nested.c), a checkpoint's or a warm start's state, and the
+ * closed-form Gaussian fit (em_internal.h). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,44 +43,77 @@ int ghf__em_near_gaussian(const em_ctx *e, ghf_params *t)
     return 0;
 }
 
-/* GH with p free nests NIG (p = -1/2): the NIG fit of the same data, run to
- * convergence (at most max_iter iterations, like the fit itself), is one more
- * start candidate.  EM never loses likelihood, so the GH fit then ends at least as
- * high as the NIG fit, whichever local optimum each finds (on data close to
- * Gaussian, GH's own starts can run into a face of the GIG domain while NIG
- * reaches a better interior point). */
-static int nested_start(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen)
+/* EM iterations after which a start from the data's moments and the same
+ * start from their robust moments are compared, and only the better goes on */
+#define GHF_START_RACE 2
+
+/* One start's short EM run: its parameters, the log-likelihood of its last
+ * E-step, whether every E-step was finite (ok), and whether an M-step failed
+ * (done: t is kept, its likelihood is known). */
+typedef struct start_run {
+    ghf_params t;
+    double ll;
+    int ok, done;
+} start_run;
+
+/* n more EM iterations of s.  0, or 1 on a run-time error. */
+static int start_iterate(em_ctx *e, start_run *s, ghf_params *nx, int n, char *err, size_t errlen)
+{
+    char why[256];
+    for (int it = 0; it < n && s->ok && !s->done; it++) {
+        const int erc = ghf__em_estep(e, &s->t, 0, err, errlen);
+        if (erc == 1) return 1;
+        if (erc != 0 || !ghf__em_estep_ok(e)) {
+            s->ok = 0;
+            break;
+        }
+        s->ll = e->stats[GHF_ST_LL];
+        if (ghf__em_mstep(e, &s->t, nx, why, sizeof why) != GHF_MSTEP_OK) {
+            s->done = 1;
+            break;
+        }
+        ghf_params_copy(&s->t, nx);
+    }
+    return 0;
+}
+
+static int start_usable(const start_run *s)
+{
+    return s->ok && isfinite(s->ll) && ghf_params_finite(&s->t);
+}
+
+/* Subordinator start sub from the data's moments (s[0]) and, with nloc = 2,
+ * from their robust moments (s[1]): both run GHF_START_RACE iterations, the
+ * better goes on to iters in all (the two differ in the location only, which
+ * EM re-estimates at once; the other goes on only if the better one fails).
+ * Returns the start to judge (NULL: neither is usable), or sets *rc. */
+static start_run *start_pair(em_ctx *e, start_run *s, ghf_params *nx, int nloc, const double sub[3], int iters,
+                             int *rc, char *err, size_t errlen)
 {
     const ghf_em_opts *o = e->o;
-    if (o->family != GHF_FAMILY_GH || o->fix_p || o->no_nested) return 0;
-    /* (symmetric GH nests symmetric NIG: the same holds) */
-    ghf_em_opts no = *o;
-    no.family = GHF_FAMILY_NIG;
-    no.quiet = 1;
-    no.on_state = NULL;
-    no.on_state_ctx = NULL;
-    no.resume = NULL;
-    no.init = NULL;
-    no.stop_flag = NULL;
-    no.no_nested = 1;
-    no.nested_run = 1;
-    ghf_em_result nr;
-    const int rc = ghf_em_fit(e->comm, e->be, e->d, &no, &nr, err, errlen);
-    if (rc == 0 && (nr.outcome == GHF_EM_CONVERGED || nr.outcome == GHF_EM_MAX_ITER || nr.outcome == GHF_EM_BOUNDARY) &&
-        isfinite(nr.loglik) && nr.loglik > *best && ghf_params_finite(&nr.params)) {
-        *best = nr.loglik;
-        ghf_params_copy(out, &nr.params);
-        *have = 1;
+    const int race = nloc == 2 && iters > GHF_START_RACE ? GHF_START_RACE : iters;
+    for (int l = 0; l < nloc; l++) {
+        make_start(&s[l].t, l ? o->data_rmean : o->data_mean, l ? o->data_rcov : o->data_cov, e->d, sub[0], sub[1],
+                   sub[2]);
+        s[l].ll = iters == 0 ? 0.0 : -INFINITY;
+        s[l].ok = 1;
+        s[l].done = 0;
+        if ((*rc = start_iterate(e, &s[l], nx, race, err, errlen)) != 0) return NULL;
     }
-    ghf_em_result_free(&nr);
-    return rc;
+    int k = nloc == 2 && start_usable(&s[1]) && (!start_usable(&s[0]) || s[1].ll > s[0].ll);
+    for (int tries = 0; tries < nloc; tries++, k = nloc - 1 - k) {
+        if ((*rc = start_iterate(e, &s[k], nx, iters - race, err, errlen)) != 0) return NULL;
+        if (start_usable(&s[k])) return &s[k];
+    }
+    return NULL;
 }
 
 /* The best start: every subordinator candidate from the data's moments and,
- * when the data have gross outliers, from their robust moments too, each run
- * for start_iters EM iterations and judged by its log-likelihood (with one
- * candidate in all, no iterations).  Returns 0, 1 (run-time error) or 2 (no
- * candidate gave a finite likelihood). */
+ * when the data have gross outliers, from their robust moments too (the
+ * better of the two by start_pair), each run for start_iters EM iterations
+ * and judged by its log-likelihood (with one candidate in all, no
+ * iterations).  Returns 0, 1 (run-time error) or 2 (no candidate gave a
+ * finite likelihood). */
 static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
 {
     const ghf_em_opts *o = e->o;
@@ -88,49 +121,30 @@ static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
     double cand[16][3];
     const int nsub = ghf_model_starts(&e->model, d, o->n_starts, o->seed, cand);
     const int nloc = o->data_rmean && o->data_rcov ? 2 : 1;
-    const int nc = nsub * nloc;
-    ghf_params t, nx;
-    if (ghf_params_alloc(&t, d) || ghf_params_alloc(&nx, d)) {
-        ghf_params_free(&t);
+    const int iters = nsub * nloc > 1 ? o->start_iters : 0;
+    start_run s[2];
+    ghf_params nx;
+    int fail = ghf_params_alloc(&nx, d);
+    for (int l = 0; l < 2; l++) fail |= ghf_params_alloc(&s[l].t, d);
+    if (fail) {
+        ghf_params_free(&nx);
+        for (int l = 0; l < 2; l++) ghf_params_free(&s[l].t);
         snprintf(err, errlen, "out of memory");
         return 1;
     }
     double best = -INFINITY;
     int have = 0, rc = 0;
-    char why[256];
-    for (int c = 0; c < nc && rc == 0; c++) {
-        const int sub = c % nsub, robust = c / nsub;
-        make_start(&t, robust ? o->data_rmean : o->data_mean, robust ? o->data_rcov : o->data_cov, d,
-                   cand[sub][0], cand[sub][1], cand[sub][2]);
-        double ll = -INFINITY;
-        int ok = 1;
-        const int iters = nc > 1 ? o->start_iters : 0;
-        for (int it = 0; it < iters && ok; it++) {
-            const int erc = ghf__em_estep(e, &t, 0, err, errlen);
-            if (erc == 1) {
-                rc = 1;
-                break;
-            }
-            if (erc != 0 || !ghf__em_estep_ok(e)) {
-                ok = 0;
-                break;
-            }
-            ll = e->stats[GHF_ST_LL];
-            /* keep t when the step fails: its likelihood is known */
-            if (ghf__em_mstep(e, &t, &nx, why, sizeof why) != GHF_MSTEP_OK) break;
-            ghf_params_copy(&t, &nx);
-        }
-        if (rc) break;
-        if (iters == 0) ll = 0.0;
-        if (ok && isfinite(ll) && ll > best && ghf_params_finite(&t)) {
-            best = ll;
-            ghf_params_copy(out, &t);
+    for (int sub = 0; sub < nsub && rc == 0; sub++) {
+        const start_run *c = start_pair(e, s, &nx, nloc, cand[sub], iters, &rc, err, errlen);
+        if (c && c->ll > best) {
+            best = c->ll;
+            ghf_params_copy(out, &c->t);
             have = 1;
         }
     }
-    ghf_params_free(&t);
+    for (int l = 0; l < 2; l++) ghf_params_free(&s[l].t);
     ghf_params_free(&nx);
-    if (rc == 0) rc = nested_start(e, out, &best, &have, err, errlen);
+    if (rc == 0) rc = ghf__em_nested_start(e, out, &best, &have, err, errlen);
     if (rc) return rc;
     if (!have) {
         snprintf(err, errlen, "initialisation failed: no starting point gave a finite likelihood");
