@@ -113,10 +113,10 @@ int ghf__em_against_nig(em_loop *L, ghf_em_result *r, char *err, size_t errlen)
         r->n_estep += gr.n_estep;
         if (rc == 0 && usable(&gr) && !(gr.loglik <= r->loglik)) take_fit(r, &gr);
         if (L->print && rc == 0)
-            printf("%sthe nested NIG fit, continued to convergence (loglik % .15e), restarted GH: loglik % .15e\n",
+            printf("%sthe nested NIG fit, continued to --tol (loglik % .15e), restarted GH: loglik % .15e\n",
                    ghf__em_line_prefix(L), nr.loglik, gr.loglik);
     } else if (L->print && rc == 0) {
-        printf("%sthe nested NIG fit, continued to convergence: loglik % .15e (GH stays above it)\n", ghf__em_line_prefix(L),
+        printf("%sthe nested NIG fit, continued to --tol: loglik % .15e (GH stays above it)\n", ghf__em_line_prefix(L),
                nr.loglik);
     }
     ghf_em_result_free(&gr);
