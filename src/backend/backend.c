@@ -44,6 +44,15 @@ const char *ghf_backends_compiled(void)
 #endif
 }
 
+int ghf_backend_gpu_count(void)
+{
+#ifdef GHFIT_HAVE_CUDA
+    return ghf_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
 ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *x, int64_t nrows,
                                 int d, int *status, char *err, size_t errlen)
 {

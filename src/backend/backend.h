@@ -112,6 +112,9 @@ ghf_backend *ghf_backend_create_f32(MPI_Comm comm, const char *which, const doub
                                     const double *shift, int64_t nrows, int d, int *status, char *err,
                                     size_t errlen);
 
+/* Usable CUDA devices on this rank (0 without the CUDA backend). */
+int ghf_backend_gpu_count(void);
+
 /* Backends compiled into this binary, e.g. "cpu cuda". */
 const char *ghf_backends_compiled(void);
 

@@ -316,13 +316,15 @@ static void missing_note(const group_ctx *g, const data_cache *dc)
     }
 }
 
-/* Where the backend may be CUDA, a float32 dataset is read as float32 (to
- * be kept float32 on the device, ghf_backend_create_f32) and widened on
- * the host for the preparation; the float32 copy is freed once the backend
- * exists.  Not with --missing em (its rows are rearranged on the host). */
+/* Where the backend may be CUDA (not `cpu`, and this rank has a GPU), a
+ * float32 dataset is read as float32 (to be kept float32 on the device,
+ * ghf_backend_create_f32) and widened on the host for the preparation; the
+ * float32 copy is freed once the backend exists.  Not with --missing em
+ * (its rows are rearranged on the host).  Either read makes the same
+ * collective calls, so ranks may differ here. */
 static int read_f32(const ghf_job *j)
 {
-    return strstr(ghf_backends_compiled(), "cuda") && (!j->backend || strcmp(j->backend, "cpu") != 0) && !j->missing_em;
+    return (!j->backend || strcmp(j->backend, "cpu") != 0) && !j->missing_em && ghf_backend_gpu_count() > 0;
 }
 
 /* Load rows [start, start+len) on the group.  Collective over gcomm.
