@@ -496,21 +496,24 @@ static int resume_lookup(const ghf_ckpt *resume, const ghf_fit_spec *specs, cons
     return 0;
 }
 
-/* One-rank groups read every row their unfinished fits need at once. */
+/* One-rank groups whose unfinished fits need more than one row range read
+ * every row those fits need at once. */
 static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs, const int *mine, int n_mine,
                          const int *done_k)
 {
     const ghf_job *j = g->job;
     if (g->gsize != 1 || j->drop_nonfinite || j->weights || j->missing_em || n_mine == 0) return;
     int64_t lo = INT64_MAX, hi = 0;
-    int need = 0;
+    int need = 0, windows = 0; /* windows: 2 once two distinct row ranges are needed */
     for (int q = 0; q < n_mine; q++) {
         const ghf_fit_spec *s = &specs[mine[q]];
         if (done_k[q] >= 0) continue;
+        if (need && (s->row_start != lo || s->row_start + s->row_len != hi)) windows = 2;
         need = 1;
         if (s->row_start < lo) lo = s->row_start;
         if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
     }
+    if (windows < 2) return; /* one row range: the window cache holds it, a span would be a second copy */
     int64_t n0;
     int d0;
     char e2[512];
