@@ -23,8 +23,8 @@ add_test(NAME fit_adversarial COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_adversa
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_adversarial)
 set_tests_properties(fit_adversarial PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
-# GH's nested NIG start stops at tol 1e-6 and is continued (and GH restarted
-# from it) only when GH ends close to it (tests/fit_nested.sh).
+# GH's nested NIG start stops at tol 1e-6 and is continued to --tol when it is
+# the best start or GH ends close to it (tests/fit_nested.sh).
 add_test(NAME fit_nested COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_nested.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_nested)
 set_tests_properties(fit_nested PROPERTIES LABELS "mpi;em" TIMEOUT 300 PROCESSORS 2

@@ -179,7 +179,8 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     e.saved = calloc((size_t)e.len, sizeof(double));
     r->trace = calloc((size_t)L.max_iter + 2, sizeof(double));
     int fail = !e.stats || !e.saved || !r->trace || ghf_derived_alloc(&e.g, d) || ghf_params_alloc(&r->params, d) ||
-               ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d) || ghf_params_alloc(&e.nig, d);
+               ghf_em_state_alloc(st, d, L.max_iter) || loop_alloc(&L, d) ||
+               (o->family == GHF_FAMILY_GH && !o->fix_p && !o->no_nested && ghf_em_state_alloc(&e.nig_st, d, L.max_iter));
     if (fail) snprintf(err, errlen, "out of memory (EM state, d = %d)", d);
     if (ghf_test_fail("alloc", err, errlen)) fail = 1;
     if (ghf_agree(comm, fail, err, errlen)) { /* every rank leaves before the first E-step */
@@ -261,7 +262,7 @@ out:
     free(e.stats);
     free(e.saved);
     ghf_derived_free(&e.g);
-    ghf_params_free(&e.nig);
+    ghf_em_state_free(&e.nig_st);
     ghf_em_state_free(st);
     return rc;
 }

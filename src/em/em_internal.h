@@ -61,7 +61,7 @@ typedef struct em_ctx {
     /* where GH's nested NIG run stopped, when its tolerance was looser than
      * the fit's (nested_tol > 0; em_nested.c) */
     double nested_tol, nig_ll;
-    ghf_params nig;
+    ghf_em_state nig_st; /* its last cycle start (allocated for GH with p free) */
 } em_ctx;
 
 /* Where the loop is within a SQUAREM cycle. */

@@ -35,36 +35,73 @@ static int usable(const ghf_em_result *nr)
            isfinite(nr->loglik) && ghf_params_finite(&nr->params);
 }
 
+/* on_state of the nested NIG run: keeps its last cycle-start state (a
+ * checkpoint's: a run resumed from it repeats the same arithmetic) */
+static int keep_state(void *ctx, const ghf_em_state *st, int stopping)
+{
+    ghf_em_state *k = ctx;
+    if (stopping) return 0;
+    k->iter = st->iter;
+    ghf_params_copy(&k->cur, &st->cur);
+    if (st->iter > 0) ghf_params_copy(&k->prev, &st->prev);
+    memcpy(k->trace, st->trace, (size_t)st->iter * sizeof(double));
+    return 0;
+}
+
+/* The nested NIG run, resumed from its last cycle start and run to the
+ * fit's tolerance: the very iterations of the NIG fit at that tolerance
+ * (the looser one only stopped it earlier).  Collective; 0 or 1. */
+static int continue_nig(em_ctx *e, ghf_em_result *cr, char *err, size_t errlen)
+{
+    ghf_em_opts no = nested_opts(e->o, GHF_FAMILY_NIG, e->o->tol, NULL);
+    no.resume = &e->nig_st;
+    return ghf_em_fit(e->comm, e->be, e->d, &no, cr, err, errlen);
+}
+
 /* GH with p free nests NIG (p = -1/2): the NIG fit of the same data is one
  * more start candidate (symmetric GH nests symmetric NIG: the same holds).
  * It runs to the tolerance max(tol, GHF_NESTED_TOL), at most max_iter
  * iterations: its log-likelihood is then within round-off of the converged
  * NIG fit's (SQUAREM reaches the likelihood's optimum long before the
- * parameters settle), at a fraction of the iterations.  When that tolerance
- * is looser than the fit's, the NIG run's end is kept in e (nig, nig_ll) for
- * ghf__em_against_nig.  On data close to Gaussian, GH's own starts can run
- * into a face of the GIG domain while NIG reaches a better interior point:
- * EM never loses likelihood, so GH then ends at least as high as NIG. */
+ * parameters settle), at a fraction of the iterations.  A looser tolerance
+ * only stops a run earlier, so a run that ended otherwise (iteration limit,
+ * boundary) is the NIG fit at the fit's tolerance.  When the NIG run is the
+ * best start, it is continued to the fit's tolerance first (GH EM from the
+ * NIG optimum ends at least as high as it, and near the Gaussian limit it
+ * converges far sooner from there than from a point short of it).  When a
+ * GH start is better, the capped run's log-likelihood (nig_ll) and last
+ * cycle-start state (nig_st) are kept in e for ghf__em_against_nig.  (On data close to Gaussian, GH's own
+ * starts can run into a face of the GIG domain while NIG reaches a better
+ * interior point: this start keeps GH at or above NIG.) */
 int ghf__em_nested_start(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen)
 {
     const ghf_em_opts *o = e->o;
     if (o->family != GHF_FAMILY_GH || o->fix_p || o->no_nested) return 0;
     const double tol = fmax(o->tol, GHF_NESTED_TOL);
-    const ghf_em_opts no = nested_opts(o, GHF_FAMILY_NIG, tol, NULL);
-    ghf_em_result nr;
-    const int rc = ghf_em_fit(e->comm, e->be, e->d, &no, &nr, err, errlen);
+    ghf_em_opts no = nested_opts(o, GHF_FAMILY_NIG, tol, NULL);
+    no.on_state = keep_state;
+    no.on_state_ctx = &e->nig_st;
+    ghf_em_result nr, cr;
+    memset(&cr, 0, sizeof cr);
+    int rc = ghf_em_fit(e->comm, e->be, e->d, &no, &nr, err, errlen);
     if (rc == 0 && usable(&nr)) {
-        if (nr.loglik > *best) {
-            *best = nr.loglik;
-            ghf_params_copy(out, &nr.params);
+        const ghf_em_result *use = &nr;
+        const int capped = tol > o->tol && nr.outcome == GHF_EM_CONVERGED;
+        if (capped && nr.loglik > *best) {
+            rc = continue_nig(e, &cr, err, errlen);
+            if (rc == 0 && usable(&cr) && cr.loglik >= nr.loglik) use = &cr;
+        }
+        if (rc == 0 && use->loglik > *best) {
+            *best = use->loglik;
+            ghf_params_copy(out, &use->params);
             *have = 1;
         }
-        if (tol > o->tol) {
-            ghf_params_copy(&e->nig, &nr.params);
+        if (rc == 0 && capped && use == &nr) {
             e->nig_ll = nr.loglik;
             e->nested_tol = tol;
         }
     }
+    ghf_em_result_free(&cr);
     ghf_em_result_free(&nr);
     return rc;
 }
@@ -91,23 +128,29 @@ static void take_fit(ghf_em_result *r, ghf_em_result *gr)
  * GHF_NESTED_MARGIN * the nested tolerance (relative) above where the NIG
  * run stopped, it is above the converged NIG fit too (the NIG run's
  * remaining gain is far smaller).  Otherwise the NIG run continues from
- * where it stopped to the fit's tolerance, and if it then ends above the GH
- * fit, GH EM runs once more from it and that fit is returned (EM never loses
- * likelihood, so it ends at least as high as the NIG fit).  Every decision
- * is on all-reduced log-likelihoods: every rank takes the same one. */
+ * its last cycle start to the fit's tolerance (continue_nig: the NIG fit
+ * itself), and if it then ends above the GH fit, GH EM runs
+ * once more from it and that fit is returned (EM never loses likelihood, so
+ * it ends at least as high as the NIG fit).  Every decision is on
+ * all-reduced log-likelihoods: every rank takes the same one. */
 int ghf__em_against_nig(em_loop *L, ghf_em_result *r, char *err, size_t errlen)
 {
     em_ctx *e = L->e;
     const ghf_em_opts *o = e->o;
     if (!(e->nested_tol > 0.0)) return 0;
     if (!(r->outcome == GHF_EM_CONVERGED || r->outcome == GHF_EM_MAX_ITER || r->outcome == GHF_EM_BOUNDARY)) return 0;
-    if (isfinite(r->loglik) && r->loglik >= e->nig_ll + GHF_NESTED_MARGIN * e->nested_tol * fabs(e->nig_ll)) return 0;
-    const ghf_em_opts no = nested_opts(o, GHF_FAMILY_NIG, o->tol, &e->nig);
+    /* test hooks (GHFIT_TEST_FAIL=nested_continue@RANK or nested_restart@RANK):
+     * take the continuation, or also the restart, whatever the numbers say */
+    char why[128];
+    const int force = ghf_agree(e->comm, ghf_test_fail("nested_restart", why, sizeof why) ? 2 :
+                                         ghf_test_fail("nested_continue", why, sizeof why), NULL, 0);
+    if (!force && isfinite(r->loglik) && r->loglik >= e->nig_ll + GHF_NESTED_MARGIN * e->nested_tol * fabs(e->nig_ll))
+        return 0;
     ghf_em_result nr, gr;
     memset(&gr, 0, sizeof gr);
-    int rc = ghf_em_fit(e->comm, e->be, e->d, &no, &nr, err, errlen);
+    int rc = continue_nig(e, &nr, err, errlen);
     r->n_estep += nr.n_estep;
-    if (rc == 0 && usable(&nr) && !(nr.loglik <= r->loglik + GHF_LL_MARGIN * fabs(r->loglik))) {
+    if (rc == 0 && usable(&nr) && (force == 2 || !(nr.loglik <= r->loglik + GHF_LL_MARGIN * fabs(r->loglik)))) {
         const ghf_em_opts go = nested_opts(o, GHF_FAMILY_GH, o->tol, &nr.params);
         rc = ghf_em_fit(e->comm, e->be, e->d, &go, &gr, err, errlen);
         r->n_estep += gr.n_estep;
