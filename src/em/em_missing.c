@@ -10,6 +10,7 @@
 
 #include "agree.h"
 #include "bessel_plan.h"
+#include "cpu_block.h"
 #include "em.h"
 #include "xreduce.h"
 
@@ -28,6 +29,7 @@ struct ghf_missing {
     pattern *pat;
     int npat;
     int *idx; /* the patterns' index lists */
+    const ghf_cpu_kernels *k; /* the CPU backend's block kernels for this CPU */
 };
 
 static const double *g_sort_x; /* qsort's context: the rows, d columns */
@@ -71,6 +73,7 @@ ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows,
     m->w = w;
     m->nrows = nrows;
     m->d = d;
+    m->k = ghf__cpu_kernels();
     m->order = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(int64_t));
     if (!m->order) goto oom;
     for (int64_t i = 0; i < nrows; i++) m->order[i] = i;
@@ -234,8 +237,10 @@ static int row_stats(const ghf_missing *m, const pattern *p, const pat_work *pw,
     return 1;
 }
 
-/* rows per work unit: its partial sums (row order) are added exactly */
+/* rows per work unit: its partial sums (row order) are added exactly; one
+ * block of the CPU backend's kernels */
 #define MISS_CHUNK 256
+_Static_assert(MISS_CHUNK <= GHF_CPU_BLOCK, "a work unit is one block of the kernels");
 
 /* acc[len] (s6: lower triangle) added exactly to xs */
 static void acc_flush(int d, const double *acc, ghf_xsum *xs)
@@ -267,6 +272,133 @@ static size_t pat_work_len(const pattern *p)
     return 4 * (size_t)p->no * p->no + 3 * (size_t)p->no + (size_t)p->nm * p->no + p->nm + (size_t)p->nm * p->nm;
 }
 
+/* ---- the block path (d <= GHF_CPU_SMALL_D): the CPU backend's kernels on
+ * a work unit's rows, eight at a time (src/backend/cpu_block.h) ---- */
+
+/* doubles of a thread's scratch for the block path */
+static size_t blk_scratch_len(int d)
+{
+    return (size_t)MISS_CHUNK * d + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d) + 10 * (size_t)MISS_CHUNK +
+           (size_t)ghf__cpu_sums_scratch(d) + (size_t)d;
+}
+
+/* rows [r0, r0 + nb) of pattern p: their observed coordinates, packed (xo: nb x no scratch) */
+static void blk_pack_observed(const ghf_missing *m, const pattern *p, int64_t pos0, int nb, double *xo, double *xP)
+{
+    const int d = m->d, no = p->no;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = m->xs + (size_t)(pos0 + i) * d;
+        for (int a = 0; a < no; a++) xo[(size_t)i * no + a] = xi[p->io[a]];
+    }
+    m->k->pack(no, xo, nb, xP);
+}
+
+/* Pass 1 of a unit: q, zw and the Bessel argument of its rows */
+static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, int64_t pos0, int nb,
+                    double *sc, double *qv, double *zwv, double *zv)
+{
+    double *xo = sc, *xP = xo + (size_t)MISS_CHUNK * m->d, *q = xP + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(m->d);
+    double *zw = q + MISS_CHUNK;
+    blk_pack_observed(m, p, pos0, nb, xo, xP);
+    m->k->qzw(p->no, xP, nb, pw->sub.mu, pw->g.Linv, pw->g.w, q, zw, NULL, 0);
+    for (int i = 0; i < nb; i++) {
+        qv[pos0 + i] = q[i];
+        zwv[pos0 + i] = zw[i];
+        zv[pos0 + i] = ghf_estep_arg(&pw->g.c, q[i]);
+    }
+}
+
+/* The unit's rows completed by their conditional means given Y = 0 (cv:
+ * x_O observed, x_M = mu_M + B (x_O - mu_O)), row-major into cx */
+static void blk_complete(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                         int64_t pos0, int nb, double *cx)
+{
+    const int d = m->d, no = p->no, nm = p->nm;
+    double dx[GHF_CPU_SMALL_D];
+    for (int i = 0; i < nb; i++) {
+        const double *xi = m->xs + (size_t)(pos0 + i) * d;
+        double *ci = cx + (size_t)i * d;
+        for (int j = 0; j < d; j++) ci[j] = xi[j];
+        for (int a = 0; a < no; a++) dx[a] = xi[p->io[a]] - t->mu[p->io[a]];
+        for (int r = 0; r < nm; r++) {
+            const double *br = pw->B + (size_t)r * no;
+            double s = t->mu[p->im[r]];
+            for (int a = 0; a < no; a++) s += br[a] * dx[a];
+            ci[p->im[r]] = s;
+        }
+    }
+}
+
+/* The terms of E[x | y, x_O] = cv + ev y beyond cv (ev = bvec on the
+ * missing coordinates) and of the conditional covariance C, from the unit's
+ * sums: S4c = sum w cv (before these terms), swv = sum w v, sw = sum w (the
+ * rows with finite moments). */
+static void blk_missing_terms(int d, const pattern *p, const pat_work *pw, double swv, double sw, double *acc)
+{
+    double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
+    double S4c[GHF_CPU_SMALL_D];
+    memcpy(S4c, s4, (size_t)d * sizeof(double));
+    for (int r = 0; r < p->nm; r++) {
+        const int j = p->im[r];
+        const double e = pw->bvec[r];
+        s4[j] += e * swv;
+        s5[j] += e * sw;
+        for (int k = 0; k < d; k++) { /* cv_j ev_k + ev_j cv_k, lower triangle: the pair (j, k) */
+            const int hi = j > k ? j : k, lo = j > k ? k : j;
+            s6[(size_t)hi * d + lo] += (k == j ? 2.0 : 1.0) * e * S4c[k];
+        }
+        for (int s2 = 0; s2 < p->nm; s2++) {
+            const int k = p->im[s2];
+            if (k <= j) s6[(size_t)j * d + k] += e * pw->bvec[s2] * swv + pw->C[r * p->nm + s2] * sw;
+        }
+    }
+}
+
+/* Pass 2 of a unit: the moments (folded plan where it covers the rows), the
+ * per-row sums, and the x x^T-type sums of the completed rows, into acc
+ * (zeroed by the caller). */
+static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                      const ghf_cpu_bessel *bs, const double *qv, const double *zwv, const double *wt,
+                      int64_t pos0, int nb, double *sc, double *acc)
+{
+    const int d = m->d;
+    double *cx = sc, *xP = cx + (size_t)MISS_CHUNK * d, *u = xP + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d);
+    double *v = u + MISS_CHUNK, *l = v + MISS_CHUNK, *ll = l + MISS_CHUNK, *zw = ll + MISS_CHUNK;
+    double *wf = zw + MISS_CHUNK, *tacc = wf + MISS_CHUNK;
+    if (bs->fplan) m->k->moments_vec(bs, qv + pos0, zwv + pos0, nb, u, v, l, ll);
+    else m->k->moments_ref(bs, qv + pos0, zwv + pos0, nb, u, v, l, ll);
+    double sw8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, swf8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < nb; i++) {
+        const double w = wt ? wt[i] : 1.0;
+        const int z = w == 0.0;
+        const int ok = isfinite(u[i]) && isfinite(v[i]) && isfinite(l[i]) && isfinite(ll[i]);
+        u[i] = z ? 0.0 : u[i] * w;
+        v[i] = z ? 0.0 : v[i] * w;
+        l[i] = z ? 0.0 : l[i] * w;
+        ll[i] = z ? 0.0 : ll[i] * w;
+        zw[i] = z ? 0.0 : zwv[pos0 + i] * w;
+        wf[i] = ok ? w : 0.0;
+        sw8[i & 7] += w;
+        swf8[i & 7] += wf[i];
+    }
+    for (int i = nb; i % 8; i++) wf[i] = 0.0;
+    const double sw = ((sw8[0] + sw8[1]) + (sw8[2] + sw8[3])) + ((sw8[4] + sw8[5]) + (sw8[6] + sw8[7]));
+    const double swf = ((swf8[0] + swf8[1]) + (swf8[2] + swf8[3])) + ((swf8[4] + swf8[5]) + (swf8[6] + swf8[7]));
+    double rs[6]; /* s1 s2 s3 ll bad zwa */
+    m->k->row_sums(nb, u, v, l, ll, zw, rs);
+    acc[GHF_ST_N] += sw;
+    acc[GHF_ST_S1] += rs[0];
+    acc[GHF_ST_S2] += rs[1];
+    acc[GHF_ST_S3] += rs[2];
+    acc[GHF_ST_LL] += rs[3];
+    acc[GHF_ST_NBAD] += rs[4];
+    acc[GHF_ST_ZWABS] += rs[5];
+    blk_complete(m, p, pw, t, pos0, nb, cx);
+    m->k->pack(d, cx, nb, xP);
+    m->k->sums(d, xP, nb, u, wf, acc + GHF_ST_S4, acc + ghf_stats_s5(d), acc + ghf_stats_s6(d), tacc);
+    blk_missing_terms(d, p, pw, rs[1], swf, acc);
+}
+
 /* patterns' scratch per batch: at most this many doubles (32 MiB) beyond one pattern */
 #define MISS_BATCH_DOUBLES ((size_t)4 << 20)
 
@@ -275,6 +407,7 @@ static size_t pat_work_len(const pattern *p)
  * where enough rows share the order to pay for them (as the CPU backend) */
 typedef struct order_plans {
     ghf_bessel_plan *plan; /* [d + 1] */
+    ghf_bessel_fplan *fplan; /* [d + 1] the plans folded with the per-row log and exps */
     int *use;              /* [d + 1] */
     double *zmin, *zmax;   /* [d + 1] */
     int64_t *rows;         /* [d + 1] */
@@ -308,123 +441,195 @@ static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k
         if (ghf_bessel_plan_setup(pl, t->p - 0.5 * o, zmin, op->zmax[o]) != 0) continue;
         const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
         if ((int64_t)nn * 4 > op->rows[o]) continue;
+        ghf_bessel_fplan_setup(&op->fplan[o], pl);
 #pragma omp parallel num_threads(nt)
         {
 #pragma omp for schedule(dynamic, 4)
             for (int i = 0; i < nn; i++) ghf_bessel_plan_node(pl, i);
 #pragma omp for schedule(static)
-            for (int i = 0; i < np; i++) ghf_bessel_plan_finish_piece(pl, i);
+            for (int i = 0; i < np; i++) {
+                ghf_bessel_fplan_fold(&op->fplan[o], pl, i); /* reads the node values */
+                ghf_bessel_plan_finish_piece(pl, i);
+            }
         }
         op->use[o] = 1;
+    }
+}
+
+/* one work unit: rows [r0, r1) of pattern k */
+typedef struct miss_unit {
+    int k;
+    int64_t r0, r1;
+} miss_unit;
+
+/* Pass 1 of a unit, scalar path (large d): q, zw and the Bessel argument of its rows */
+static void unit_qzw_scalar(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                            int64_t pos0, int nb, double *qv, double *zwv, double *zv)
+{
+    for (int64_t pos = pos0; pos < pos0 + nb; pos++) {
+        row_qzw(p, pw, t, m->xs + pos * m->d, &qv[pos], &zwv[pos]);
+        zv[pos] = ghf_estep_arg(&pw->g.c, qv[pos]);
+    }
+}
+
+/* Pass 2 of a unit, scalar path (large d): the rows one by one into acc */
+static void unit_stats_scalar(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                              const ghf_bessel_plan *pl, const double *qv, const double *zwv, const double *zv,
+                              const double *wt, int64_t pos0, int nb, double *cv, double *acc)
+{
+    const ghf_estep_consts *c = &pw->g.c;
+    for (int i = 0; i < nb; i++) {
+        const int64_t pos = pos0 + i;
+        const double w = wt ? wt[i] : 1.0;
+        if (w == 0.0) continue;
+        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, zv[pos]) : ghf_bessel_fused(c->P, zv[pos]);
+        const ghf_point pt = ghf_estep_point(c, qv[pos], zwv[pos], bk);
+        if (!row_stats(m, p, pw, t, m->xs + pos * m->d, w, zwv[pos], pt, cv, acc)) acc[GHF_ST_NBAD] += 1.0;
+    }
+}
+
+/* the E-step's scratch */
+typedef struct miss_work {
+    int nt, len, blk; /* threads, statistics, the block path (d <= GHF_CPU_SMALL_D) */
+    size_t tl;        /* doubles per thread: acc [len], then the path's scratch */
+    ghf_xsum *xs;     /* [nt][len] */
+    double *tacc;     /* [nt][tl] */
+    double *buf;      /* the patterns' scratch (a batch) */
+    pat_work *pw;
+    int *bad;
+    miss_unit *unit;
+    double *qzz; /* q, zw, z by sorted position */
+    order_plans op;
+} miss_work;
+
+static void miss_work_free(miss_work *w)
+{
+    free(w->xs), free(w->tacc), free(w->buf), free(w->pw), free(w->bad), free(w->unit), free(w->qzz);
+    free(w->op.plan), free(w->op.fplan), free(w->op.use), free(w->op.zmin), free(w->op.rows);
+}
+
+/* 0, or 1 when out of memory */
+static int miss_work_alloc(const ghf_missing *m, int d, miss_work *w)
+{
+    const int npat = m ? m->npat : 0;
+    const int64_t nr = m ? m->nrows : 0;
+    memset(w, 0, sizeof *w);
+    w->nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    w->len = ghf_stats_len(d);
+    w->blk = d <= GHF_CPU_SMALL_D;
+    w->tl = ((size_t)w->len + (w->blk ? blk_scratch_len(d) : 2 * (size_t)d) + 7) & ~(size_t)7;
+    w->xs = malloc((size_t)w->nt * (size_t)w->len * sizeof(ghf_xsum));
+    w->tacc = aligned_alloc(64, (size_t)w->nt * w->tl * sizeof(double));
+    w->buf = malloc((MISS_BATCH_DOUBLES + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
+    w->pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
+    w->bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
+    w->unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * sizeof(miss_unit));
+    w->qzz = malloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof(double));
+    w->op.plan = malloc((size_t)(d + 1) * sizeof(ghf_bessel_plan));
+    w->op.fplan = w->blk ? malloc((size_t)(d + 1) * sizeof(ghf_bessel_fplan)) : NULL;
+    w->op.use = calloc((size_t)(d + 1), sizeof(int));
+    w->op.zmin = malloc((size_t)(d + 1) * 2 * sizeof(double));
+    w->op.zmax = w->op.zmin ? w->op.zmin + d + 1 : NULL;
+    w->op.rows = malloc((size_t)(d + 1) * sizeof(int64_t));
+    return !w->xs || !w->tacc || !w->buf || !w->pw || !w->bad || !w->unit || !w->qzz || !w->op.plan ||
+           (w->blk && !w->op.fplan) || !w->op.use || !w->op.zmin || !w->op.rows;
+}
+
+/* The patterns k0 .. k1 - 1 (their scratch fits in buf), into the threads' exact sums */
+static void miss_batch(const ghf_missing *m, const ghf_params *t, int weighted, int k0, int k1, int64_t nu,
+                       miss_work *w)
+{
+    const int d = t->d, len = w->len;
+    const int64_t nr = m->nrows;
+    double *qv = w->qzz, *zwv = w->qzz + nr, *zv = w->qzz + 2 * nr;
+    /* the patterns' marginal laws; every row's q, zw and Bessel argument */
+#pragma omp parallel num_threads(w->nt)
+    {
+        double *sc = w->tacc + (size_t)omp_get_thread_num() * w->tl + len;
+#pragma omp for schedule(dynamic, 1)
+        for (int k = k0; k < k1; k++) w->bad[k] = pat_setup(&m->pat[k], t, &w->pw[k]) != 0;
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < nu; q++) {
+            const miss_unit *un = &w->unit[q];
+            const pattern *p = &m->pat[un->k];
+            const int64_t pos0 = p->first + un->r0;
+            const int nb = (int)(un->r1 - un->r0);
+            if (w->bad[un->k]) {
+                for (int64_t pos = pos0; pos < pos0 + nb; pos++) zv[pos] = qv[pos] = zwv[pos] = 0.0;
+            } else if (w->blk) {
+                blk_qzw(m, p, &w->pw[un->k], pos0, nb, sc, qv, zwv, zv);
+            } else {
+                unit_qzw_scalar(m, p, &w->pw[un->k], t, pos0, nb, qv, zwv, zv);
+            }
+        }
+    }
+    build_plans(m, t, k0, k1, w->pw, zv, w->nt, &w->op);
+#pragma omp parallel num_threads(w->nt)
+    {
+        const int tid = omp_get_thread_num();
+        double *acc = w->tacc + (size_t)tid * w->tl, *sc = acc + len;
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < nu; q++) {
+            const miss_unit *un = &w->unit[q];
+            const pattern *p = &m->pat[un->k];
+            const pat_work *pw = &w->pw[un->k];
+            const int64_t pos0 = p->first + un->r0;
+            const int nb = (int)(un->r1 - un->r0);
+            const double *wt = weighted && m->ws ? m->ws + pos0 : NULL;
+            const int plan = w->op.use[p->no] && pw->g.c.A != 0.0; /* the Student t face: no Bessel function */
+            memset(acc, 0, (size_t)len * sizeof(double));
+            if (w->bad[un->k]) { /* Sigma_OO not positive definite: a bad E-step */
+                acc[GHF_ST_NBAD] = (double)nb;
+            } else if (w->blk) {
+                const ghf_cpu_bessel bs = {&pw->g.c, plan ? &w->op.plan[p->no] : NULL,
+                                           plan ? &w->op.fplan[p->no] : NULL, 0};
+                blk_stats(m, p, pw, t, &bs, qv, zwv, wt, pos0, nb, sc, acc);
+            } else {
+                unit_stats_scalar(m, p, pw, t, plan ? &w->op.plan[p->no] : NULL, qv, zwv, zv, wt, pos0, nb, sc,
+                                  acc);
+            }
+            acc_flush(d, acc, w->xs + (size_t)tid * len);
+        }
     }
 }
 
 int ghf_missing_estep(MPI_Comm comm, const ghf_missing *m, const ghf_params *t, int weighted, double *stats,
                       char *err, size_t errlen)
 {
-    const int d = t->d, len = ghf_stats_len(d);
-    const int nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
-    const size_t tl = (size_t)len + 2 * (size_t)d; /* per thread: acc, then cv */
+    const int d = t->d;
     const int npat = m ? m->npat : 0;
-    const int64_t nr = m ? m->nrows : 0;
-    ghf_xsum *xs = malloc((size_t)nt * (size_t)len * sizeof(ghf_xsum));
-    double *tacc = malloc((size_t)nt * tl * sizeof(double));
-    double *buf = malloc((MISS_BATCH_DOUBLES + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
-    pat_work *pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
-    int *bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
-    int64_t *unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * 2 * sizeof(int64_t));
-    double *qzz = malloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof(double)); /* q, zw, z by sorted position */
-    order_plans op;
-    op.plan = malloc((size_t)(d + 1) * sizeof(ghf_bessel_plan));
-    op.use = calloc((size_t)(d + 1), sizeof(int));
-    op.zmin = malloc((size_t)(d + 1) * 2 * sizeof(double));
-    op.zmax = op.zmin ? op.zmin + d + 1 : NULL;
-    op.rows = malloc((size_t)(d + 1) * sizeof(int64_t));
-    if (ghf_any(comm, !xs || !tacc || !buf || !pw || !bad || !unit || !qzz || !op.plan || !op.use || !op.zmin ||
-                          !op.rows)) {
+    miss_work w;
+    if (ghf_any(comm, miss_work_alloc(m, d, &w))) {
         snprintf(err, errlen, "out of memory (rows with missing coordinates)");
-        free(xs), free(tacc), free(buf), free(pw), free(bad), free(unit), free(qzz);
-        free(op.plan), free(op.use), free(op.zmin), free(op.rows);
+        miss_work_free(&w);
         return 1;
     }
-    double *qv = qzz, *zwv = qzz + nr, *zv = qzz + 2 * nr;
-    for (size_t i = 0; i < (size_t)nt * len; i++) ghf_xsum_init(&xs[i]);
+    const int len = w.len;
+    for (size_t i = 0; i < (size_t)w.nt * len; i++) ghf_xsum_init(&w.xs[i]);
     for (int k0 = 0; k0 < npat;) {
         /* a batch of patterns whose scratch fits in buf, and its work units (pattern, chunk) */
         int k1 = k0;
         size_t used = 0;
         int64_t nu = 0;
         while (k1 < npat && (k1 == k0 || used + pat_work_len(&m->pat[k1]) <= MISS_BATCH_DOUBLES)) {
-            pat_work_bind(&m->pat[k1], buf + used, &pw[k1]);
+            pat_work_bind(&m->pat[k1], w.buf + used, &w.pw[k1]);
             used += pat_work_len(&m->pat[k1]);
-            for (int64_t c = 0; c * MISS_CHUNK < m->pat[k1].count; c++) {
-                unit[2 * nu] = k1;
-                unit[2 * nu + 1] = c;
-                nu++;
+            for (int64_t r0 = 0; r0 < m->pat[k1].count; r0 += MISS_CHUNK, nu++) {
+                w.unit[nu].k = k1;
+                w.unit[nu].r0 = r0;
+                w.unit[nu].r1 = r0 + MISS_CHUNK < m->pat[k1].count ? r0 + MISS_CHUNK : m->pat[k1].count;
             }
             k1++;
         }
-        /* the patterns' marginal laws; every row's q, zw and Bessel argument */
-#pragma omp parallel num_threads(nt)
-        {
-#pragma omp for schedule(dynamic, 1)
-            for (int k = k0; k < k1; k++) bad[k] = pat_setup(&m->pat[k], t, &pw[k]) != 0;
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < nu; q++) {
-                const int k = (int)unit[2 * q];
-                const pattern *p = &m->pat[k];
-                const int64_t ch = unit[2 * q + 1];
-                const int64_t r1 = (ch + 1) * MISS_CHUNK < p->count ? (ch + 1) * MISS_CHUNK : p->count;
-                for (int64_t r = ch * MISS_CHUNK; r < r1; r++) {
-                    const int64_t pos = p->first + r;
-                    if (bad[k]) {
-                        zv[pos] = qv[pos] = zwv[pos] = 0.0;
-                        continue;
-                    }
-                    row_qzw(p, &pw[k], t, m->xs + pos * d, &qv[pos], &zwv[pos]);
-                    zv[pos] = ghf_estep_arg(&pw[k].g.c, qv[pos]);
-                }
-            }
-        }
-        build_plans(m, t, k0, k1, pw, zv, nt, &op);
-#pragma omp parallel num_threads(nt)
-        {
-            const int tid = omp_get_thread_num();
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < nu; q++) {
-                const int k = (int)unit[2 * q];
-                const pattern *p = &m->pat[k];
-                const ghf_estep_consts *c = &pw[k].g.c;
-                const ghf_bessel_plan *pl = op.use[p->no] && c->A != 0.0 ? &op.plan[p->no] : NULL;
-                double *acc = tacc + (size_t)tid * tl, *cv = acc + len;
-                memset(acc, 0, (size_t)len * sizeof(double));
-                const int64_t ch = unit[2 * q + 1];
-                const int64_t r1 = (ch + 1) * MISS_CHUNK < p->count ? (ch + 1) * MISS_CHUNK : p->count;
-                if (bad[k]) { /* Sigma_OO not positive definite: a bad E-step */
-                    acc[GHF_ST_NBAD] = (double)(r1 - ch * MISS_CHUNK);
-                } else {
-                    for (int64_t r = ch * MISS_CHUNK; r < r1; r++) {
-                        const int64_t pos = p->first + r;
-                        const double w = weighted && m->ws ? m->ws[pos] : 1.0;
-                        if (w == 0.0) continue;
-                        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, zv[pos]) : ghf_bessel_fused(c->P, zv[pos]);
-                        const ghf_point pt = ghf_estep_point(c, qv[pos], zwv[pos], bk);
-                        if (!row_stats(m, p, &pw[k], t, m->xs + pos * d, w, zwv[pos], pt, cv, acc))
-                            acc[GHF_ST_NBAD] += 1.0;
-                    }
-                }
-                acc_flush(d, acc, xs + (size_t)tid * len);
-            }
-        }
+        miss_batch(m, t, weighted, k0, k1, nu, &w);
         k0 = k1;
     }
-    for (int th = 1; th < nt; th++)
-        for (int i = 0; i < len; i++) ghf_xsum_merge(&xs[i], &xs[(size_t)th * len + i]);
-    const int rc = ghf_xsum_allreduce(comm, xs, len);
+    for (int th = 1; th < w.nt; th++)
+        for (int i = 0; i < len; i++) ghf_xsum_merge(&w.xs[i], &w.xs[(size_t)th * len + i]);
+    const int rc = ghf_xsum_allreduce(comm, w.xs, len);
     for (int i = 0; i < len; i++)
-        if (i != GHF_ST_STOP) stats[i] += ghf_xsum_value(&xs[i]);
-    free(xs), free(tacc), free(buf), free(pw), free(bad), free(unit), free(qzz);
-    free(op.plan), free(op.use), free(op.zmin), free(op.rows);
+        if (i != GHF_ST_STOP) stats[i] += ghf_xsum_value(&w.xs[i]);
+    miss_work_free(&w);
     if (rc) snprintf(err, errlen, "the all-reduce of the statistics of the rows with missing coordinates failed");
     return rc ? 1 : 0;
 }
