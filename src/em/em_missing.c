@@ -30,6 +30,7 @@ struct ghf_missing {
     int npat;
     int *idx; /* the patterns' index lists */
     const ghf_cpu_kernels *k; /* the CPU backend's block kernels for this CPU */
+    int scalar;               /* ghf_missing_tune: the per-row path for every d */
 };
 
 static const double *g_sort_x; /* qsort's context: the rows, d columns */
@@ -113,6 +114,11 @@ ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows,
 oom:
     ghf_missing_free(m);
     return NULL;
+}
+
+void ghf_missing_tune(ghf_missing *m, int scalar)
+{
+    if (m) m->scalar = scalar ? 1 : 0;
 }
 
 int64_t ghf_missing_rows(const ghf_missing *m)
@@ -278,29 +284,25 @@ static size_t pat_work_len(const pattern *p)
 /* doubles of a thread's scratch for the block path */
 static size_t blk_scratch_len(int d)
 {
-    return (size_t)MISS_CHUNK * d + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d) + 10 * (size_t)MISS_CHUNK +
+    return 2 * (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d) + 10 * (size_t)MISS_CHUNK +
            (size_t)ghf__cpu_sums_scratch(d) + (size_t)d;
 }
 
-/* rows [r0, r0 + nb) of pattern p: their observed coordinates, packed (xo: nb x no scratch) */
-static void blk_pack_observed(const ghf_missing *m, const pattern *p, int64_t pos0, int nb, double *xo, double *xP)
-{
-    const int d = m->d, no = p->no;
-    for (int i = 0; i < nb; i++) {
-        const double *xi = m->xs + (size_t)(pos0 + i) * d;
-        for (int a = 0; a < no; a++) xo[(size_t)i * no + a] = xi[p->io[a]];
-    }
-    m->k->pack(no, xo, nb, xP);
-}
-
-/* Pass 1 of a unit: q, zw and the Bessel argument of its rows */
+/* Pass 1 of a unit: q, zw and the Bessel argument of its rows (sc: the
+ * rows packed, then their observed columns packed) */
 static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, int64_t pos0, int nb,
                     double *sc, double *qv, double *zwv, double *zv)
 {
-    double *xo = sc, *xP = xo + (size_t)MISS_CHUNK * m->d, *q = xP + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(m->d);
-    double *zw = q + MISS_CHUNK;
-    blk_pack_observed(m, p, pos0, nb, xo, xP);
-    m->k->qzw(p->no, xP, nb, pw->sub.mu, pw->g.Linv, pw->g.w, q, zw, NULL, 0);
+    const int d = m->d, no = p->no, dp = ghf__cpu_pack_stride(d), dpo = ghf__cpu_pack_stride(no);
+    double *xF = sc, *xO = xF + (size_t)MISS_CHUNK * dp, *q = xO + (size_t)MISS_CHUNK * dp, *zw = q + MISS_CHUNK;
+    m->k->pack(d, m->xs + (size_t)pos0 * d, nb, xF);
+    for (int g = 0; g < (nb + 7) / 8; g++) {
+        const double *src = xF + (size_t)g * 8 * dp;
+        double *dst = xO + (size_t)g * 8 * dpo;
+        for (int a = 0; a < no; a++) memcpy(dst + 8 * a, src + 8 * p->io[a], 8 * sizeof(double));
+        for (int a = no; a < dpo; a++) memset(dst + 8 * a, 0, 8 * sizeof(double));
+    }
+    m->k->qzw(no, xO, nb, pw->sub.mu, pw->g.Linv, pw->g.w, q, zw, NULL, 0);
     for (int i = 0; i < nb; i++) {
         qv[pos0 + i] = q[i];
         zwv[pos0 + i] = zw[i];
@@ -308,23 +310,26 @@ static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, 
     }
 }
 
-/* The unit's rows completed by their conditional means given Y = 0 (cv:
- * x_O observed, x_M = mu_M + B (x_O - mu_O)), row-major into cx */
+/* The unit's rows packed (xF) and completed by their conditional means
+ * given Y = 0: x_M = mu_M + B (x_O - mu_O), eight rows at a time (the
+ * padding rows stay 0) */
 static void blk_complete(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
-                         int64_t pos0, int nb, double *cx)
+                         int64_t pos0, int nb, double *xF)
 {
-    const int d = m->d, no = p->no, nm = p->nm;
-    double dx[GHF_CPU_SMALL_D];
-    for (int i = 0; i < nb; i++) {
-        const double *xi = m->xs + (size_t)(pos0 + i) * d;
-        double *ci = cx + (size_t)i * d;
-        for (int j = 0; j < d; j++) ci[j] = xi[j];
-        for (int a = 0; a < no; a++) dx[a] = xi[p->io[a]] - t->mu[p->io[a]];
+    const int d = m->d, no = p->no, nm = p->nm, dp = ghf__cpu_pack_stride(d);
+    m->k->pack(d, m->xs + (size_t)pos0 * d, nb, xF);
+    for (int g = 0; g < (nb + 7) / 8; g++) {
+        double *xg = xF + (size_t)g * 8 * dp;
+        const int nr = nb - 8 * g < 8 ? nb - 8 * g : 8;
         for (int r = 0; r < nm; r++) {
             const double *br = pw->B + (size_t)r * no;
-            double s = t->mu[p->im[r]];
-            for (int a = 0; a < no; a++) s += br[a] * dx[a];
-            ci[p->im[r]] = s;
+            double s[8];
+            for (int i = 0; i < 8; i++) s[i] = t->mu[p->im[r]];
+            for (int a = 0; a < no; a++) {
+                const double *xa = xg + 8 * p->io[a], ma = t->mu[p->io[a]], ba = br[a];
+                for (int i = 0; i < 8; i++) s[i] += ba * (xa[i] - ma);
+            }
+            for (int i = 0; i < 8; i++) xg[8 * p->im[r] + i] = i < nr ? s[i] : 0.0;
         }
     }
 }
@@ -362,7 +367,7 @@ static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw
                       int64_t pos0, int nb, double *sc, double *acc)
 {
     const int d = m->d;
-    double *cx = sc, *xP = cx + (size_t)MISS_CHUNK * d, *u = xP + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d);
+    double *xP = sc, *u = xP + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d);
     double *v = u + MISS_CHUNK, *l = v + MISS_CHUNK, *ll = l + MISS_CHUNK, *zw = ll + MISS_CHUNK;
     double *wf = zw + MISS_CHUNK, *tacc = wf + MISS_CHUNK;
     if (bs->fplan) m->k->moments_vec(bs, qv + pos0, zwv + pos0, nb, u, v, l, ll);
@@ -393,8 +398,7 @@ static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw
     acc[GHF_ST_LL] += rs[3];
     acc[GHF_ST_NBAD] += rs[4];
     acc[GHF_ST_ZWABS] += rs[5];
-    blk_complete(m, p, pw, t, pos0, nb, cx);
-    m->k->pack(d, cx, nb, xP);
+    blk_complete(m, p, pw, t, pos0, nb, xP);
     m->k->sums(d, xP, nb, u, wf, acc + GHF_ST_S4, acc + ghf_stats_s5(d), acc + ghf_stats_s6(d), tacc);
     blk_missing_terms(d, p, pw, rs[1], swf, acc);
 }
@@ -407,7 +411,7 @@ static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw
  * where enough rows share the order to pay for them (as the CPU backend) */
 typedef struct order_plans {
     ghf_bessel_plan *plan; /* [d + 1] */
-    ghf_bessel_fplan *fplan; /* [d + 1] the plans folded with the per-row log and exps */
+    ghf_bessel_fplan *fplan; /* [d + 1] the plans folded with the per-row log and exps (block path; else NULL) */
     int *use;              /* [d + 1] */
     double *zmin, *zmax;   /* [d + 1] */
     int64_t *rows;         /* [d + 1] */
@@ -441,14 +445,14 @@ static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k
         if (ghf_bessel_plan_setup(pl, t->p - 0.5 * o, zmin, op->zmax[o]) != 0) continue;
         const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
         if ((int64_t)nn * 4 > op->rows[o]) continue;
-        ghf_bessel_fplan_setup(&op->fplan[o], pl);
+        if (op->fplan) ghf_bessel_fplan_setup(&op->fplan[o], pl);
 #pragma omp parallel num_threads(nt)
         {
 #pragma omp for schedule(dynamic, 4)
             for (int i = 0; i < nn; i++) ghf_bessel_plan_node(pl, i);
 #pragma omp for schedule(static)
             for (int i = 0; i < np; i++) {
-                ghf_bessel_fplan_fold(&op->fplan[o], pl, i); /* reads the node values */
+                if (op->fplan) ghf_bessel_fplan_fold(&op->fplan[o], pl, i); /* reads the node values */
                 ghf_bessel_plan_finish_piece(pl, i);
             }
         }
@@ -516,7 +520,7 @@ static int miss_work_alloc(const ghf_missing *m, int d, miss_work *w)
     memset(w, 0, sizeof *w);
     w->nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
     w->len = ghf_stats_len(d);
-    w->blk = d <= GHF_CPU_SMALL_D;
+    w->blk = d <= GHF_CPU_SMALL_D && !(m && m->scalar);
     w->tl = ((size_t)w->len + (w->blk ? blk_scratch_len(d) : 2 * (size_t)d) + 7) & ~(size_t)7;
     w->xs = malloc((size_t)w->nt * (size_t)w->len * sizeof(ghf_xsum));
     w->tacc = aligned_alloc(64, (size_t)w->nt * w->tl * sizeof(double));
