@@ -11,7 +11,8 @@ mu (5), gamma (5), the lower triangle of Sigma (15) and p:
     sqrt(R)), and the largest |bias| / SE over the parameters (within 4 SE:
     consistent at this N);
   - the root-mean-square error per group, which should shrink like 1/sqrt(N).
-usage: bench/missing_consistency.py GHFIT WORKDIR [R] [NP]
+usage: . scripts/mpienv.sh; bench/missing_consistency.py GHFIT WORKDIR [R] [NP]
+  (e.g. R = 40, NP = 1: about 10 min on 2 cores)
 """
 import os
 import subprocess

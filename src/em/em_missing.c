@@ -18,6 +18,7 @@ typedef struct pattern {
     int64_t first, count; /* rows order[first .. first + count) */
     int no, nm;           /* observed, missing coordinates */
     int *io, *im;         /* their indices */
+    double rmax;          /* the largest |x_O| of its rows (bounds their Bessel arguments) */
 } pattern;
 
 struct ghf_missing {
@@ -109,6 +110,9 @@ ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows,
                 if (isnan(xi[j])) p->im[p->nm++] = j;
         }
         m->pat[k].count++;
+        double r2 = 0.0;
+        for (int j = 0; j < d; j++) r2 += isnan(xi[j]) ? 0.0 : xi[j] * xi[j];
+        m->pat[k].rmax = fmax(m->pat[k].rmax, sqrt(r2));
     }
     return m;
 oom:
@@ -132,6 +136,7 @@ int64_t ghf_missing_rows(const ghf_missing *m)
 typedef struct pat_work {
     ghf_params sub;
     ghf_derived g;
+    double zmax; /* a bound on the Bessel arguments of the pattern's rows */
     double *B, *bvec, *C, *si; /* [nm*no], [nm], [nm*nm], [no*no] Sigma_OO^-1 */
 } pat_work;
 
@@ -149,6 +154,12 @@ static int pat_setup(const pattern *p, const ghf_params *t, pat_work *pw)
     pw->sub.b = t->b;
     pw->g.d = no;
     if (ghf_derive(&pw->sub, &pw->g) != 0) return -1;
+    /* q = |L^-1 (x_O - mu_O)|^2 <= |L^-1|_F^2 (|x_O| + |mu_O|)^2 */
+    double lf = 0.0, mu2 = 0.0;
+    for (int a = 0; a < no * no; a++) lf += pw->g.Linv[a] * pw->g.Linv[a];
+    for (int a = 0; a < no; a++) mu2 += pw->sub.mu[a] * pw->sub.mu[a];
+    const double rb = p->rmax + sqrt(mu2);
+    pw->zmax = ghf_estep_arg(&pw->g.c, lf * rb * rb);
     /* Sigma_OO^-1 = Linv^T Linv */
     for (int a = 0; a < no; a++)
         for (int b = 0; b < no; b++) {
@@ -284,17 +295,16 @@ static size_t pat_work_len(const pattern *p)
 /* doubles of a thread's scratch for the block path */
 static size_t blk_scratch_len(int d)
 {
-    return 2 * (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d) + 10 * (size_t)MISS_CHUNK +
+    return 2 * (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d) + 8 * (size_t)MISS_CHUNK +
            (size_t)ghf__cpu_sums_scratch(d) + (size_t)d;
 }
 
-/* Pass 1 of a unit: q, zw and the Bessel argument of its rows (sc: the
- * rows packed, then their observed columns packed) */
-static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, int64_t pos0, int nb,
-                    double *sc, double *qv, double *zwv, double *zv)
+/* The unit's rows packed (xF), their observed columns packed (xO), and
+ * their q and zw */
+static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, int64_t pos0, int nb, double *xF,
+                    double *xO, double *q, double *zw)
 {
     const int d = m->d, no = p->no, dp = ghf__cpu_pack_stride(d), dpo = ghf__cpu_pack_stride(no);
-    double *xF = sc, *xO = xF + (size_t)MISS_CHUNK * dp, *q = xO + (size_t)MISS_CHUNK * dp, *zw = q + MISS_CHUNK;
     m->k->pack(d, m->xs + (size_t)pos0 * d, nb, xF);
     for (int g = 0; g < (nb + 7) / 8; g++) {
         const double *src = xF + (size_t)g * 8 * dp;
@@ -303,21 +313,14 @@ static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, 
         for (int a = no; a < dpo; a++) memset(dst + 8 * a, 0, 8 * sizeof(double));
     }
     m->k->qzw(no, xO, nb, pw->sub.mu, pw->g.Linv, pw->g.w, q, zw, NULL, 0);
-    for (int i = 0; i < nb; i++) {
-        qv[pos0 + i] = q[i];
-        zwv[pos0 + i] = zw[i];
-        zv[pos0 + i] = ghf_estep_arg(&pw->g.c, q[i]);
-    }
 }
 
-/* The unit's rows packed (xF) and completed by their conditional means
- * given Y = 0: x_M = mu_M + B (x_O - mu_O), eight rows at a time (the
- * padding rows stay 0) */
-static void blk_complete(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
-                         int64_t pos0, int nb, double *xF)
+/* The unit's packed rows (xF) completed by their conditional means given
+ * Y = 0: x_M = mu_M + B (x_O - mu_O), eight rows at a time (the padding
+ * rows stay 0) */
+static void blk_complete(const pattern *p, const pat_work *pw, const ghf_params *t, int nb, double *xF)
 {
-    const int d = m->d, no = p->no, nm = p->nm, dp = ghf__cpu_pack_stride(d);
-    m->k->pack(d, m->xs + (size_t)pos0 * d, nb, xF);
+    const int d = t->d, no = p->no, nm = p->nm, dp = ghf__cpu_pack_stride(d);
     for (int g = 0; g < (nb + 7) / 8; g++) {
         double *xg = xF + (size_t)g * 8 * dp;
         const int nr = nb - 8 * g < 8 ? nb - 8 * g : 8;
@@ -359,19 +362,20 @@ static void blk_missing_terms(int d, const pattern *p, const pat_work *pw, doubl
     }
 }
 
-/* Pass 2 of a unit: the moments (folded plan where it covers the rows), the
- * per-row sums, and the x x^T-type sums of the completed rows, into acc
- * (zeroed by the caller). */
-static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
-                      const ghf_cpu_bessel *bs, const double *qv, const double *zwv, const double *wt,
-                      int64_t pos0, int nb, double *sc, double *acc)
+/* One unit (nb rows of pattern p from sorted position pos0, weights wt or
+ * NULL) in one pass over its rows: q and zw, the moments (the folded plan
+ * where it covers the rows), the per-row sums, and the x x^T-type sums of
+ * the completed rows, into acc (zeroed by the caller). */
+static void blk_unit(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                     const ghf_cpu_bessel *bs, const double *wt, int64_t pos0, int nb, double *sc, double *acc)
 {
-    const int d = m->d;
-    double *xP = sc, *u = xP + (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d);
-    double *v = u + MISS_CHUNK, *l = v + MISS_CHUNK, *ll = l + MISS_CHUNK, *zw = ll + MISS_CHUNK;
-    double *wf = zw + MISS_CHUNK, *tacc = wf + MISS_CHUNK;
-    if (bs->fplan) m->k->moments_vec(bs, qv + pos0, zwv + pos0, nb, u, v, l, ll);
-    else m->k->moments_ref(bs, qv + pos0, zwv + pos0, nb, u, v, l, ll);
+    const int d = m->d, dp = ghf__cpu_pack_stride(d);
+    double *xP = sc, *xO = xP + (size_t)MISS_CHUNK * dp, *q = xO + (size_t)MISS_CHUNK * dp;
+    double *qzw = q + MISS_CHUNK, *u = qzw + MISS_CHUNK, *v = u + MISS_CHUNK, *l = v + MISS_CHUNK;
+    double *ll = l + MISS_CHUNK, *zw = ll + MISS_CHUNK, *wf = zw + MISS_CHUNK, *tacc = wf + MISS_CHUNK;
+    blk_qzw(m, p, pw, pos0, nb, xP, xO, q, qzw);
+    if (bs->fplan) m->k->moments_vec(bs, q, qzw, nb, u, v, l, ll);
+    else m->k->moments_ref(bs, q, qzw, nb, u, v, l, ll);
     double sw8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, swf8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < nb; i++) {
         const double w = wt ? wt[i] : 1.0;
@@ -381,7 +385,7 @@ static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw
         v[i] = z ? 0.0 : v[i] * w;
         l[i] = z ? 0.0 : l[i] * w;
         ll[i] = z ? 0.0 : ll[i] * w;
-        zw[i] = z ? 0.0 : zwv[pos0 + i] * w;
+        zw[i] = z ? 0.0 : qzw[i] * w;
         wf[i] = ok ? w : 0.0;
         sw8[i & 7] += w;
         swf8[i & 7] += wf[i];
@@ -398,7 +402,7 @@ static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw
     acc[GHF_ST_LL] += rs[3];
     acc[GHF_ST_NBAD] += rs[4];
     acc[GHF_ST_ZWABS] += rs[5];
-    blk_complete(m, p, pw, t, pos0, nb, xP);
+    blk_complete(p, pw, t, nb, xP);
     m->k->sums(d, xP, nb, u, wf, acc + GHF_ST_S4, acc + ghf_stats_s5(d), acc + ghf_stats_s6(d), tacc);
     blk_missing_terms(d, p, pw, rs[1], swf, acc);
 }
@@ -407,8 +411,9 @@ static void blk_stats(const ghf_missing *m, const pattern *p, const pat_work *pw
 #define MISS_BATCH_DOUBLES ((size_t)4 << 20)
 
 /* per batch: the Bessel plans, one per number of observed coordinates
- * (the posterior order p - |O|/2), over the range of the rows' arguments,
- * where enough rows share the order to pay for them (as the CPU backend) */
+ * (the posterior order p - |O|/2), over a bound on the range of the rows'
+ * arguments (from the patterns' largest |x_O|, as the CPU backend's from the
+ * largest |x|), where enough rows share the order to pay for them */
 typedef struct order_plans {
     ghf_bessel_plan *plan; /* [d + 1] */
     ghf_bessel_fplan *fplan; /* [d + 1] the plans folded with the per-row log and exps (block path; else NULL) */
@@ -418,7 +423,7 @@ typedef struct order_plans {
 } order_plans;
 
 static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k1, const pat_work *pw,
-                        const double *zv, int nt, order_plans *op)
+                        const int *bad, int nt, order_plans *op)
 {
     const int d = m->d;
     for (int o = 0; o <= d; o++) {
@@ -427,20 +432,18 @@ static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k
         op->rows[o] = 0;
         op->use[o] = 0;
     }
-    for (int k = k0; k < k1; k++) {
+    for (int k = k0; k < k1; k++) { /* the range from bounds: the rows are read once, afterwards */
         const pattern *p = &m->pat[k];
-        if (pw[k].g.c.A == 0.0) continue; /* the Student t face: no Bessel function */
+        if (bad[k] || pw[k].g.c.A == 0.0) continue; /* the Student t face: no Bessel function */
         op->rows[p->no] += p->count;
-        for (int64_t r = 0; r < p->count; r++) {
-            const double z = zv[p->first + r];
-            if (z > 0.0 && z < op->zmin[p->no]) op->zmin[p->no] = z;
-            if (z > op->zmax[p->no]) op->zmax[p->no] = z;
-        }
+        const double z0 = ghf_estep_arg(&pw[k].g.c, 0.0);
+        if (z0 > 0.0 && z0 < op->zmin[p->no]) op->zmin[p->no] = z0;
+        if (pw[k].zmax > op->zmax[p->no] || !isfinite(pw[k].zmax)) op->zmax[p->no] = pw[k].zmax;
     }
     for (int o = 1; o <= d; o++) {
         if (op->rows[o] < 64 || !(op->zmax[o] > 0.0) || !isfinite(op->zmax[o])) continue;
         double zmin = op->zmin[o];
-        if (!(zmin > 0.0) || zmin < ldexp(op->zmax[o], -30)) zmin = ldexp(op->zmax[o], -30);
+        if (!(zmin > 0.0) || !isfinite(zmin) || zmin < ldexp(op->zmax[o], -30)) zmin = ldexp(op->zmax[o], -30);
         ghf_bessel_plan *pl = &op->plan[o];
         if (ghf_bessel_plan_setup(pl, t->p - 0.5 * o, zmin, op->zmax[o]) != 0) continue;
         const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
@@ -466,29 +469,21 @@ typedef struct miss_unit {
     int64_t r0, r1;
 } miss_unit;
 
-/* Pass 1 of a unit, scalar path (large d): q, zw and the Bessel argument of its rows */
-static void unit_qzw_scalar(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
-                            int64_t pos0, int nb, double *qv, double *zwv, double *zv)
-{
-    for (int64_t pos = pos0; pos < pos0 + nb; pos++) {
-        row_qzw(p, pw, t, m->xs + pos * m->d, &qv[pos], &zwv[pos]);
-        zv[pos] = ghf_estep_arg(&pw->g.c, qv[pos]);
-    }
-}
-
-/* Pass 2 of a unit, scalar path (large d): the rows one by one into acc */
-static void unit_stats_scalar(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
-                              const ghf_bessel_plan *pl, const double *qv, const double *zwv, const double *zv,
-                              const double *wt, int64_t pos0, int nb, double *cv, double *acc)
+/* One unit, scalar path (large d): the rows one by one into acc */
+static void unit_scalar(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                        const ghf_bessel_plan *pl, const double *wt, int64_t pos0, int nb, double *cv, double *acc)
 {
     const ghf_estep_consts *c = &pw->g.c;
     for (int i = 0; i < nb; i++) {
-        const int64_t pos = pos0 + i;
+        const double *xi = m->xs + (pos0 + i) * m->d;
         const double w = wt ? wt[i] : 1.0;
         if (w == 0.0) continue;
-        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, zv[pos]) : ghf_bessel_fused(c->P, zv[pos]);
-        const ghf_point pt = ghf_estep_point(c, qv[pos], zwv[pos], bk);
-        if (!row_stats(m, p, pw, t, m->xs + pos * m->d, w, zwv[pos], pt, cv, acc)) acc[GHF_ST_NBAD] += 1.0;
+        double q, zw;
+        row_qzw(p, pw, t, xi, &q, &zw);
+        const double z = ghf_estep_arg(c, q);
+        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, z) : ghf_bessel_fused(c->P, z);
+        const ghf_point pt = ghf_estep_point(c, q, zw, bk);
+        if (!row_stats(m, p, pw, t, xi, w, zw, pt, cv, acc)) acc[GHF_ST_NBAD] += 1.0;
     }
 }
 
@@ -502,13 +497,12 @@ typedef struct miss_work {
     pat_work *pw;
     int *bad;
     miss_unit *unit;
-    double *qzz; /* q, zw, z by sorted position */
     order_plans op;
 } miss_work;
 
 static void miss_work_free(miss_work *w)
 {
-    free(w->xs), free(w->tacc), free(w->buf), free(w->pw), free(w->bad), free(w->unit), free(w->qzz);
+    free(w->xs), free(w->tacc), free(w->buf), free(w->pw), free(w->bad), free(w->unit);
     free(w->op.plan), free(w->op.fplan), free(w->op.use), free(w->op.zmin), free(w->op.rows);
 }
 
@@ -528,14 +522,13 @@ static int miss_work_alloc(const ghf_missing *m, int d, miss_work *w)
     w->pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
     w->bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
     w->unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * sizeof(miss_unit));
-    w->qzz = malloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof(double));
     w->op.plan = malloc((size_t)(d + 1) * sizeof(ghf_bessel_plan));
     w->op.fplan = w->blk ? malloc((size_t)(d + 1) * sizeof(ghf_bessel_fplan)) : NULL;
     w->op.use = calloc((size_t)(d + 1), sizeof(int));
     w->op.zmin = malloc((size_t)(d + 1) * 2 * sizeof(double));
     w->op.zmax = w->op.zmin ? w->op.zmin + d + 1 : NULL;
     w->op.rows = malloc((size_t)(d + 1) * sizeof(int64_t));
-    return !w->xs || !w->tacc || !w->buf || !w->pw || !w->bad || !w->unit || !w->qzz || !w->op.plan ||
+    return !w->xs || !w->tacc || !w->buf || !w->pw || !w->bad || !w->unit || !w->op.plan ||
            (w->blk && !w->op.fplan) || !w->op.use || !w->op.zmin || !w->op.rows;
 }
 
@@ -544,30 +537,9 @@ static void miss_batch(const ghf_missing *m, const ghf_params *t, int weighted, 
                        miss_work *w)
 {
     const int d = t->d, len = w->len;
-    const int64_t nr = m->nrows;
-    double *qv = w->qzz, *zwv = w->qzz + nr, *zv = w->qzz + 2 * nr;
-    /* the patterns' marginal laws; every row's q, zw and Bessel argument */
-#pragma omp parallel num_threads(w->nt)
-    {
-        double *sc = w->tacc + (size_t)omp_get_thread_num() * w->tl + len;
-#pragma omp for schedule(dynamic, 1)
-        for (int k = k0; k < k1; k++) w->bad[k] = pat_setup(&m->pat[k], t, &w->pw[k]) != 0;
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < nu; q++) {
-            const miss_unit *un = &w->unit[q];
-            const pattern *p = &m->pat[un->k];
-            const int64_t pos0 = p->first + un->r0;
-            const int nb = (int)(un->r1 - un->r0);
-            if (w->bad[un->k]) {
-                for (int64_t pos = pos0; pos < pos0 + nb; pos++) zv[pos] = qv[pos] = zwv[pos] = 0.0;
-            } else if (w->blk) {
-                blk_qzw(m, p, &w->pw[un->k], pos0, nb, sc, qv, zwv, zv);
-            } else {
-                unit_qzw_scalar(m, p, &w->pw[un->k], t, pos0, nb, qv, zwv, zv);
-            }
-        }
-    }
-    build_plans(m, t, k0, k1, w->pw, zv, w->nt, &w->op);
+#pragma omp parallel for num_threads(w->nt) schedule(dynamic, 1)
+    for (int k = k0; k < k1; k++) w->bad[k] = pat_setup(&m->pat[k], t, &w->pw[k]) != 0;
+    build_plans(m, t, k0, k1, w->pw, w->bad, w->nt, &w->op);
 #pragma omp parallel num_threads(w->nt)
     {
         const int tid = omp_get_thread_num();
@@ -587,10 +559,9 @@ static void miss_batch(const ghf_missing *m, const ghf_params *t, int weighted, 
             } else if (w->blk) {
                 const ghf_cpu_bessel bs = {&pw->g.c, plan ? &w->op.plan[p->no] : NULL,
                                            plan ? &w->op.fplan[p->no] : NULL, 0};
-                blk_stats(m, p, pw, t, &bs, qv, zwv, wt, pos0, nb, sc, acc);
+                blk_unit(m, p, pw, t, &bs, wt, pos0, nb, sc, acc);
             } else {
-                unit_stats_scalar(m, p, pw, t, plan ? &w->op.plan[p->no] : NULL, qv, zwv, zv, wt, pos0, nb, sc,
-                                  acc);
+                unit_scalar(m, p, pw, t, plan ? &w->op.plan[p->no] : NULL, wt, pos0, nb, sc, acc);
             }
             acc_flush(d, acc, w->xs + (size_t)tid * len);
         }
