@@ -518,7 +518,10 @@ static int miss_work_alloc(const ghf_missing *m, int d, miss_work *w)
     w->tl = ((size_t)w->len + (w->blk ? blk_scratch_len(d) : 2 * (size_t)d) + 7) & ~(size_t)7;
     w->xs = malloc((size_t)w->nt * (size_t)w->len * sizeof(ghf_xsum));
     w->tacc = aligned_alloc(64, (size_t)w->nt * w->tl * sizeof(double));
-    w->buf = malloc((MISS_BATCH_DOUBLES + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
+    size_t need = 0; /* the patterns' scratch: all of it, or a batch's */
+    for (int k = 0; k < npat && need < MISS_BATCH_DOUBLES; k++) need += pat_work_len(&m->pat[k]);
+    need = need < MISS_BATCH_DOUBLES ? need : MISS_BATCH_DOUBLES;
+    w->buf = malloc((need + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
     w->pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
     w->bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
     w->unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * sizeof(miss_unit));
