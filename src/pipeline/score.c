@@ -40,8 +40,8 @@ int ghf_model_ref_parse(const char *ref, char *file, size_t file_len, char *name
 /* Rank 0's law to every rank (d and the strings first, then the arrays). */
 static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
 {
-    int64_t meta[2] = {law->d, law->n_obs};
-    MPI_Bcast(meta, 2, MPI_INT64_T, 0, comm);
+    int64_t meta[3] = {law->d, law->n_obs, law->symmetric};
+    MPI_Bcast(meta, 3, MPI_INT64_T, 0, comm);
     MPI_Bcast(law->name, (int)sizeof law->name, MPI_CHAR, 0, comm);
     MPI_Bcast(law->family, (int)sizeof law->family, MPI_CHAR, 0, comm);
     MPI_Bcast(law->status, (int)sizeof law->status, MPI_CHAR, 0, comm);
@@ -50,6 +50,7 @@ static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
     if (rank != 0) {
         law->d = d;
         law->n_obs = meta[1];
+        law->symmetric = (int)meta[2];
         law->mu = calloc((size_t)d, sizeof(double));
         law->gamma = calloc((size_t)d, sizeof(double));
         law->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
@@ -59,12 +60,13 @@ static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
     MPI_Bcast(law->mu, d, MPI_DOUBLE, 0, comm);
     MPI_Bcast(law->gamma, d, MPI_DOUBLE, 0, comm);
     MPI_Bcast(law->sigma, d * d, MPI_DOUBLE, 0, comm);
-    double sc[4] = {law->p, law->a, law->b, law->loglik};
-    MPI_Bcast(sc, 4, MPI_DOUBLE, 0, comm);
+    double sc[5] = {law->p, law->a, law->b, law->loglik, law->p_fixed};
+    MPI_Bcast(sc, 5, MPI_DOUBLE, 0, comm);
     law->p = sc[0];
     law->a = sc[1];
     law->b = sc[2];
     law->loglik = sc[3];
+    law->p_fixed = sc[4];
     return 0;
 }
 
