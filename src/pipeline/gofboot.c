@@ -63,6 +63,16 @@ typedef struct rep_ws {
     int64_t n;
 } rep_ws;
 
+/* 1 if the refitted law is usable (gauss: p, a, b are NaN) */
+static int refit_finite(const ghf_params *t, const ghf_gof_refit *m)
+{
+    if (m->family != GHF_FAMILY_GAUSS) return ghf_params_finite(t);
+    int ok = 1;
+    for (int i = 0; i < t->d; i++) ok &= isfinite(t->mu[i]) != 0;
+    for (int i = 0; i < t->d * t->d; i++) ok &= isfinite(t->sigma[i]) != 0;
+    return ok;
+}
+
 /* The EM refit of the rows in data (prepared): its parameters in data
  * coordinates into outp.  0, or 1 with the reason. */
 static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_params *outp, int *iters, char *why,
@@ -100,7 +110,7 @@ static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_par
     if (ghf_em_fit(MPI_COMM_SELF, be, d, &eo, &res, e, sizeof e) != 0) {
         snprintf(why, whylen, "refit: %.200s", e);
         st = 1;
-    } else if (res.outcome == GHF_EM_FAILED || res.outcome == GHF_EM_INTERRUPTED || !ghf_params_finite(&res.params)) {
+    } else if (res.outcome == GHF_EM_FAILED || res.outcome == GHF_EM_INTERRUPTED || !refit_finite(&res.params, w->m)) {
         snprintf(why, whylen, "refit: %.200s", res.status);
         st = 1;
     } else {
@@ -235,7 +245,7 @@ static void boot_first_failure(MPI_Comm comm, int first, const char *why, ghf_go
 
 int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit *m, int64_t n,
                       const ghf_gof_input *tmpl, const ghf_gof_result *obs, int B, int64_t seed, int progress,
-                      ghf_gof_boot *out, char *err, size_t errlen)
+                      void (*tick)(void *), void *tick_arg, ghf_gof_boot *out, char *err, size_t errlen)
 {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
@@ -279,6 +289,7 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
             iters += it;
         }
         done++;
+        if (tick) tick(tick_arg);
         if (progress && rank == 0 && done * 100 >= next_pct * mine && done < mine) {
             const int approx = done * size < B ? done * size : B;
             printf("gof: bootstrap: about %d/%d replicates done\n", approx, B);

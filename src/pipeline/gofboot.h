@@ -53,11 +53,13 @@ uint64_t ghf_gof_boot_seed(int64_t seed, int b);
  * table); obs the observed statistics (read on rank 0 only).  A replicate
  * whose draw, preparation, refit or statistics fail is counted in n_failed
  * and left out.  progress: rank 0 prints about every 10 % of the
- * replicates.  0 (out filled on rank 0), or 1 with a message (out of memory;
- * every rank agrees).  Free out with ghf_gof_boot_free. */
+ * replicates; tick(tick_arg), when set, is called after every replicate
+ * (a job's rank 0 beats its heartbeat).  0 (out filled on rank 0), or 1
+ * with a message (out of memory; every rank agrees).  Free out with
+ * ghf_gof_boot_free. */
 int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit *m, int64_t n,
                       const ghf_gof_input *tmpl, const ghf_gof_result *obs, int B, int64_t seed, int progress,
-                      ghf_gof_boot *out, char *err, size_t errlen);
+                      void (*tick)(void *), void *tick_arg, ghf_gof_boot *out, char *err, size_t errlen);
 void ghf_gof_boot_free(ghf_gof_boot *b);
 
 /* The datasets of a gof result: margins/..., radial/... (and the *_p_boot
