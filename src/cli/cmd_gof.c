@@ -290,7 +290,8 @@ static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, co
         if (!o->quiet)
             ghf_print0("gof: bootstrap: %d replicates of %lld rows, refitting %s on %d rank%s\n", o->B,
                        (long long)n_all, law->family, size, size == 1 ? "" : "s");
-        st = ghf_gof_bootstrap(MPI_COMM_WORLD, law, &m, n_all, &in, &r, o->B, o->seed, !o->quiet, &bt, err, errlen);
+        st = ghf_gof_bootstrap(MPI_COMM_WORLD, law, &m, n_all, &in, &r, o->B, o->seed, !o->quiet, NULL, NULL, &bt, err,
+                               errlen);
     }
     if (!st) {
         const int s0 = rank == 0 ? gof_finish(o, law, &in, &r, o->B > 0 ? &bt : NULL, n_dropped, size,
