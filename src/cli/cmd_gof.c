@@ -253,8 +253,9 @@ static int gof_finish(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_i
                o->out, (long long)in->n, o->model, law->name, law->family, law->d, kmin, r->radial.ks_p,
                r->radial.ad_p, r->exact ? "exact" : "interpolated", r->pit_err, secs);
     if (bt) {
-        double bmin = 1.0;
-        for (int j = 0; j < law->d; j++) bmin = fmin(bmin, fmin(bt->ks_p[j], fmin(bt->ad_p[j], bt->cvm_p[j])));
+        double bmin = bt->n_ok > 0 ? 1.0 : NAN;
+        for (int j = 0; bt->n_ok > 0 && j < law->d; j++)
+            bmin = fmin(bmin, fmin(bt->ks_p[j], fmin(bt->ad_p[j], bt->cvm_p[j])));
         ghf_print0("bootstrap: %d of %d replicates refitted (seed %lld, %lld EM iterations): smallest margin p_boot "
                    "%.3g, radial KS/AD/CvM p_boot %.3g %.3g %.3g\n",
                    bt->n_ok, bt->B, (long long)bt->seed, (long long)bt->iters, bmin, bt->rks_p, bt->rad_p,
