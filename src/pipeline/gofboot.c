@@ -262,12 +262,10 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
         out->ad_p = malloc((size_t)d * sizeof(double));
         out->cvm_p = malloc((size_t)d * sizeof(double));
     }
-    if (wst == 1 || !tab || (rank == 0 && (!sum || !out->ks_p || !out->ad_p || !out->cvm_p)))
-        snprintf(err, errlen, "gof --bootstrap: out of memory for %d replicates of %lld x %d", B, (long long)n, d);
-    else if (wst == 2)
-        snprintf(err, errlen, "gof --bootstrap: the fit's Sigma is not positive definite");
-    int st = ghf_agree(comm, wst ? wst : (!tab || (rank == 0 && (!sum || !out->ks_p || !out->ad_p || !out->cvm_p))),
-                       err, errlen);
+    const int oom = wst == 1 || !tab || (rank == 0 && (!sum || !out->ks_p || !out->ad_p || !out->cvm_p));
+    if (oom) snprintf(err, errlen, "gof --bootstrap: out of memory for %d replicates of %lld x %d", B, (long long)n, d);
+    else if (wst == 2) snprintf(err, errlen, "gof --bootstrap: the fit's Sigma is not positive definite");
+    int st = ghf_agree(comm, oom ? 1 : wst, err, errlen);
     int first = INT32_MAX, mine = 0, done = 0, next_pct = 10;
     char why[320] = "";
     int64_t iters = 0;
