@@ -16,8 +16,9 @@
  * --eval 1 also times `ghfit eval`'s computation on the same rows and law
  * (ghf_score_loglik: the per-row arrays, the backend, the pass, the sums;
  * not the reading and writing) in R rounds of one E-step and one eval, and
- * prints the median ratio eval / E-step (issue 11: at most one E-step).  Built against an older
- * ghfit that has ghf_score_loglik, define GHF_BENCH_HAVE_EVAL too.
+ * prints the median ratio eval / E-step (issue 11: at most one E-step).
+ * Built against an older ghfit that has ghf_score_loglik (before spend_x),
+ * define GHF_BENCH_HAVE_EVAL too.
  *
  * --path ref selects the scalar reference path of the per-row work
  * (ghf_backend_cpu_tune_path), --small-d the largest d of the plain-loop
@@ -196,7 +197,11 @@ int main(int argc, char **argv)
                 const double w0 = MPI_Wtime(), c0 = cpu_now();
                 if (k == 0)
                     be->estep(be, &in, st, err, sizeof err);
+#ifdef GHF_BENCH_BEFORE /* before ghf_score_loglik took spend_x (it scored a copy of the rows) */
+                else if (ghf_score_loglik(MPI_COMM_WORLD, &law, GHF_FAMILY_GH, &sh, &ev_ll, &nobs, err, sizeof err))
+#else
                 else if (ghf_score_loglik(MPI_COMM_WORLD, &law, GHF_FAMILY_GH, &sh, 1, &ev_ll, &nobs, err, sizeof err))
+#endif
                     MPI_Abort(MPI_COMM_WORLD, 1);
                 tt[2 * k] = MPI_Wtime() - w0;
                 tt[2 * k + 1] = cpu_now() - c0;
