@@ -57,6 +57,19 @@ static ghf_fit_law law_of(const fam_case *f, const ghf_params *t)
     return law;
 }
 
+/* the pass's per-block values into whole arrays */
+typedef struct rows_out {
+    double *ll, *ey, *eu;
+} rows_out;
+
+static void keep_block(void *ctx, const ghf_score_block *b)
+{
+    const rows_out *o = ctx;
+    memcpy(o->ll + b->r0, b->ll, (size_t)b->nb * sizeof(double));
+    memcpy(o->ey + b->r0, b->ey, (size_t)b->nb * sizeof(double));
+    memcpy(o->eu + b->r0, b->einvy, (size_t)b->nb * sizeof(double));
+}
+
 /* the per-row values of the pass against one-row E-steps and the flags */
 static void check_rows(const fam_case *f, const ghf_params *t, const double *x, int64_t n, const int *bad)
 {
@@ -71,7 +84,8 @@ static void check_rows(const fam_case *f, const ghf_params *t, const double *x, 
     double *eu = malloc((size_t)n * sizeof(double));
     unsigned char *flag = calloc((size_t)n, 1);
     ghf_backend *be = ghf_backend_cpu_create(MPI_COMM_SELF, x, n, d, err, sizeof err);
-    CHECK(be && ghf_backend_cpu_score(be, &in, q, zw, ll, ey, eu, flag, NULL, NULL, err, sizeof err) == 0,
+    rows_out o = {ll, ey, eu};
+    CHECK(be && ghf_backend_cpu_score(be, &in, q, zw, flag, keep_block, &o, err, sizeof err) == 0,
           "%s d=%d: score: %s", f->name, d, err);
     if (be) be->destroy(be);
     int nflag = 0, wrong = 0;

@@ -12,6 +12,10 @@
  * ranks, so the statistics have the same bits whatever the number of
  * threads and ranks (shards start at multiples of the block). */
 #include <cblas.h>
+#include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -365,6 +369,22 @@ oom:
  * `ghfit eval`: the rows' own values, without the statistics
  * ------------------------------------------------------------------------- */
 
+/* dst[0..n) = src[0..n) with non-temporal stores where dst is 16-byte
+ * aligned (the pass's arrays are read back only after the whole pass: no
+ * read-for-ownership of their lines) */
+void ghf__stream_copy(double *dst, const double *src, int n)
+{
+#ifdef __SSE2__
+    if (((uintptr_t)dst & 15) == 0) {
+        int i = 0;
+        for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+        for (; i < n; i++) dst[i] = src[i];
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof(double));
+}
+
 /* rows in sub-block bi */
 static int score_nb(const cpu_impl *c, int64_t bi)
 {
@@ -408,27 +428,29 @@ static double score_block_q(const cpu_impl *c, const ghf_estep_input *in, int64_
         }
         qm = qv[i] > qm && qv[i] <= DBL_MAX ? qv[i] : qm; /* not NaN, nor inf (a finite row's overflow) */
     }
-    memcpy(q + r0, qv, (size_t)nb * sizeof(double));
-    if (zwo) memcpy(zwo + r0, zwv, (size_t)nb * sizeof(double));
+    ghf__stream_copy(q + r0, qv, nb);
+    if (zwo) ghf__stream_copy(zwo + r0, zwv, nb);
     return qm;
 }
 
-/* Second pass, one sub-block: the moments from q and zw. */
+/* Second pass, one sub-block: the moments from q and zw into the thread's
+ * scratch (ll, E[Y|x], E[1/Y|x], E[log Y|x] not kept), then fn. */
 static void score_block_moments(const cpu_impl *c, const ghf_cpu_bessel *bs, int64_t bi, double *wb,
-                                const double *q, const double *zw, double *ll, double *v, double *u)
+                                double *q, const double *zw, unsigned char *flag, ghf_score_fn fn, void *ctx)
 {
     const int64_t r0 = bi * CPU_BLOCK;
     const int nb = score_nb(c, bi);
-    double *lb = wb; /* E[log Y|x]: not kept */
+    double *ll = wb, *v = wb + CPU_BLOCK, *u = wb + 2 * CPU_BLOCK, *lb = wb + 3 * CPU_BLOCK;
     if (c->ref_path)
-        c->k->moments_ref(bs, q + r0, zw + r0, nb, u + r0, v + r0, lb, ll + r0);
+        c->k->moments_ref(bs, q + r0, zw + r0, nb, u, v, lb, ll);
     else
-        c->k->moments_vec(bs, q + r0, zw + r0, nb, u + r0, v + r0, lb, ll + r0);
+        c->k->moments_vec(bs, q + r0, zw + r0, nb, u, v, lb, ll);
+    const ghf_score_block b = {bi, r0, nb, q + r0, ll, v, u, flag + r0};
+    fn(ctx, &b);
 }
 
-int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q, double *zw, double *ll,
-                          double *ey, double *einvy, unsigned char *flag, ghf_score_fn fn, void *ctx, char *err,
-                          size_t errlen)
+int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q, double *zw, unsigned char *flag,
+                          ghf_score_fn fn, void *ctx, char *err, size_t errlen)
 {
     cpu_impl *c = be->impl;
     const int d = c->d;
@@ -446,9 +468,12 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
     }
     /* x is not read from here on */
     if (!moments) {
-        if (fn)
 #pragma omp parallel for schedule(static) num_threads(c->nthreads)
-            for (int64_t bi = 0; bi < nblk; bi++) fn(ctx, bi, bi * CPU_BLOCK, score_nb(c, bi));
+        for (int64_t bi = 0; bi < nblk; bi++) {
+            const ghf_score_block b = {bi, bi * CPU_BLOCK, score_nb(c, bi), q + bi * CPU_BLOCK, NULL, NULL, NULL,
+                                       flag + bi * CPU_BLOCK};
+            fn(ctx, &b);
+        }
         return 0;
     }
     if (MPI_Allreduce(MPI_IN_PLACE, &qmax, 1, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS) {
@@ -464,8 +489,7 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
         double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) {
-            score_block_moments(c, &bs, bi, wb, q, zw, ll, ey, einvy);
-            if (fn) fn(ctx, bi, bi * CPU_BLOCK, score_nb(c, bi));
+            score_block_moments(c, &bs, bi, wb, q, zw, flag, fn, ctx);
         }
     }
     return 0;

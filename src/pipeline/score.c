@@ -149,18 +149,18 @@ static double *rows_mem(size_t n, int k)
     return m;
 }
 
-/* The per-row arrays of n rows.  spare: NULL, or the rows themselves (n x d
- * doubles, no longer needed once the pass has read them): with d >= 3 ll,
- * ey and eu go there (the pass writes them only after its last read of the
- * rows), which spares fresh memory (zeroed pages: an eighth of the pass at
+/* The per-row arrays of n rows, each starting 16-byte aligned.  spare:
+ * NULL, or the rows themselves (n x d doubles, no longer needed once the
+ * pass calls eval_block): when they have room (d >= 3), ll, ey and eu go
+ * there, which spares fresh memory (zeroed pages: an eighth of the pass at
  * d = 10).  The pass's scratch zw when moments. */
 static int rows_alloc(eval_rows *r, int64_t n, double *spare, int d, int moments)
 {
     memset(r, 0, sizeof *r);
     r->n = n;
     r->nblk = (n + GHF_SCORE_BLOCK - 1) / GHF_SCORE_BLOCK;
-    const size_t m = (size_t)(n > 0 ? n : 1), mb = (size_t)(r->nblk > 0 ? r->nblk : 1);
-    const int own = !(spare && d >= 3 && n > 0);
+    const size_t m = (size_t)(n > 0 ? n + (n & 1) : 2), mb = (size_t)(r->nblk > 0 ? r->nblk : 1);
+    const int own = !(spare && n > 0 && (size_t)n * (size_t)d >= 3 * m);
     r->mem = rows_mem(m, 1 + (moments ? 1 : 0) + (own ? 3 : 0));
     if (r->mem) {
         double *p = own ? r->mem : spare;
@@ -216,19 +216,24 @@ typedef struct eval_ctx {
  * a non-finite log-density flag 2.  The sub-block's sum of the finite
  * log-densities as the E-step forms its statistics (src/backend/cpu_block.h:
  * eight lanes in row order, then ((0+1)+(2+3))+((4+5)+(6+7))); plain loops
- * over the rows, so that they vectorise. */
-static void eval_block(void *vctx, int64_t bi, int64_t r0, int nb)
+ * over the rows, so that they vectorise.  ll, ey, eu go to the rows' arrays
+ * with non-temporal stores (read again only by the writer). */
+static void eval_block(void *vctx, const ghf_score_block *b)
 {
     const eval_ctx *e = vctx;
     eval_rows *r = e->r;
-    double *restrict q = r->q + r0, *restrict ll = r->ll + r0, *restrict ey = r->ey + r0;
-    double *restrict eu = r->eu + r0;
-    unsigned char *flag = r->flag + r0;
-    if (e->gauss)
+    const int nb = b->nb;
+    double *restrict q = b->q;
+    unsigned char *flag = b->flag;
+    double gl[GHF_SCORE_BLOCK], one[GHF_SCORE_BLOCK];
+    double *ll = b->ll, *ey = b->ey, *eu = b->einvy;
+    if (!ll) { /* the Gaussian */
         for (int i = 0; i < nb; i++) {
-            ll[i] = e->c0 - 0.5 * q[i];
-            ey[i] = eu[i] = 1.0;
+            gl[i] = e->c0 - 0.5 * q[i];
+            one[i] = 1.0;
         }
+        ll = gl, ey = eu = one;
+    }
     for (int i = 0; i < nb; i++) q[i] = sqrt(q[i]);
     int nflag = 0;
     for (int i = 0; i < nb; i++) nflag += flag[i] != 0;
@@ -246,9 +251,12 @@ static void eval_block(void *vctx, int64_t bi, int64_t r0, int nb)
     if (nok + nflag < nb) /* rare: finite rows whose log-density is not */
         for (int i = 0; i < nb; i++)
             if (!flag[i] && !(fabs(ll[i]) <= DBL_MAX)) flag[i] = 2, nflag++;
-    r->part[bi] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
-    r->nok[bi] = nok;
-    r->nflag[bi] = nflag;
+    r->part[b->bi] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    r->nok[b->bi] = nok;
+    r->nflag[b->bi] = nflag;
+    ghf__stream_copy(r->ll + b->r0, ll, nb);
+    ghf__stream_copy(r->ey + b->r0, ey, nb);
+    ghf__stream_copy(r->eu + b->r0, eu, nb);
 }
 
 /* This rank's sum of the finite log-densities into *acc, as the E-step adds
@@ -297,8 +305,7 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     const int gauss = fam == GHF_FAMILY_GAUSS;
     eval_ctx e = {r, gauss, st ? 0.0 : -0.5 * (d * GHF_LOG_2PI + g.logdet)};
     if (!st)
-        st = ghf_backend_cpu_score(be, &in, r->q, r->zw, r->ll, r->ey, r->eu, r->flag, eval_block, &e, err,
-                                   errlen) ? 1 : 0;
+        st = ghf_backend_cpu_score(be, &in, r->q, r->zw, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
     if (be) be->destroy(be);
     if (!st) {
         ghf_xsum acc;
