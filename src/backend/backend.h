@@ -81,8 +81,12 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
                           ghf_score_fn fn, void *ctx, char *err, size_t errlen);
 /* dst[0..n) = src[0..n), with non-temporal stores where dst is 16-byte
  * aligned (for results read back only after a pass over many rows: no
- * read-for-ownership of their cache lines). */
+ * read-for-ownership of their cache lines).  A thread's streamed stores are
+ * ordered before what follows by ghf__stream_fence(), which
+ * ghf_backend_cpu_score calls in every thread at the end of each pass (fn's
+ * copies included). */
 void ghf__stream_copy(double *dst, const double *src, int n);
+void ghf__stream_fence(void);
 
 /* Tests: plain loops for d <= small_d_max (else BLAS; at most 32), and the
  * Bessel plan: -1 auto (when the shard pays for it), 0 never, 1 always. */

@@ -372,6 +372,13 @@ oom:
 /* dst[0..n) = src[0..n) with non-temporal stores where dst is 16-byte
  * aligned (the pass's arrays are read back only after the whole pass: no
  * read-for-ownership of their lines) */
+void ghf__stream_fence(void)
+{
+#ifdef __SSE2__
+    _mm_sfence();
+#endif
+}
+
 void ghf__stream_copy(double *dst, const double *src, int n)
 {
 #ifdef __SSE2__
@@ -465,14 +472,19 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
             const double m = score_block_q(c, in, bi, wb, q, zw, flag);
             qmax = m > qmax ? m : qmax;
         }
+        ghf__stream_fence(); /* this thread's streamed q and zw, before the other threads read them */
     }
     /* x is not read from here on */
     if (!moments) {
-#pragma omp parallel for schedule(static) num_threads(c->nthreads)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            const ghf_score_block b = {bi, bi * CPU_BLOCK, score_nb(c, bi), q + bi * CPU_BLOCK, NULL, NULL, NULL,
-                                       flag + bi * CPU_BLOCK};
-            fn(ctx, &b);
+#pragma omp parallel num_threads(c->nthreads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t bi = 0; bi < nblk; bi++) {
+                const ghf_score_block b = {bi, bi * CPU_BLOCK, score_nb(c, bi), q + bi * CPU_BLOCK, NULL, NULL, NULL,
+                                           flag + bi * CPU_BLOCK};
+                fn(ctx, &b);
+            }
+            ghf__stream_fence(); /* fn's streamed stores */
         }
         return 0;
     }
@@ -488,9 +500,8 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
     {
         double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
 #pragma omp for schedule(static)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            score_block_moments(c, &bs, bi, wb, q, zw, flag, fn, ctx);
-        }
+        for (int64_t bi = 0; bi < nblk; bi++) score_block_moments(c, &bs, bi, wb, q, zw, flag, fn, ctx);
+        ghf__stream_fence(); /* fn's streamed stores */
     }
     return 0;
 }
