@@ -33,6 +33,7 @@ typedef struct bcase {
     int plan;   /* -1 auto, 0 direct */
     int minb;   /* 0: the default kernel for d; -1: tensor-core sums; 2..4: register sums
                    with that many blocks per SM */
+    int f32;    /* 1: the data stored as float32 on the device (widened in registers) */
 } bcase;
 
 /* Parameters matching ghf__cu_generate's law: mu_j = 0.1 (j mod 7),
@@ -100,23 +101,27 @@ int main(int argc, char **argv)
     const int64_t s = quick ? 100 : 1;
     const bcase cases[] = {
         /* graph launch + sync overhead: small problem, graph vs eager */
-        {"overhead", 100000 / s, 10, 0, 1, 1, -1, 0},
-        {"overhead", 100000 / s, 10, 0, 0, 1, -1, 0},
-        {"d10", 10000000 / s, 10, 0, 1, 1, -1, 0},
-        {"d10", 10000000 / s, 10, 1, 1, 1, -1, 0},
-        {"d10", 10000000 / s, 10, 0, 1, 0, -1, 0},
-        {"d10", 10000000 / s, 10, 0, 0, 1, -1, 0},
-        {"d10", 10000000 / s, 10, 0, 1, 1, 0, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 0},
-        {"d10", 100000000 / s, 10, 1, 1, 1, -1, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 0, -1, 0},
-        {"d10", 100000000 / s, 10, 0, 0, 1, -1, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 2},
-        {"d3", 100000000 / s, 3, 0, 1, 1, -1, 0},
-        {"d3", 100000000 / s, 3, 0, 1, 1, -1, -1},
-        {"d100", 10000000 / s, 100, 0, 1, 1, -1, 0},
-        {"d100", 10000000 / s, 100, 1, 1, 1, -1, 0},
-        {"d100", 10000000 / s, 100, 0, 0, 1, -1, 0},
+        {"overhead", 100000 / s, 10, 0, 1, 1, -1, 0, 0},
+        {"overhead", 100000 / s, 10, 0, 0, 1, -1, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 1, -1, 0, 0},
+        {"d10", 10000000 / s, 10, 1, 1, 1, -1, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 0, -1, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 0, 1, -1, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 1, 0, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 0, 0},
+        {"d10", 100000000 / s, 10, 1, 1, 1, -1, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 0, -1, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 0, 1, -1, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 2, 0},
+        {"d3", 100000000 / s, 3, 0, 1, 1, -1, 0, 0},
+        {"d3", 100000000 / s, 3, 0, 1, 1, -1, -1, 0},
+        {"d100", 10000000 / s, 100, 0, 1, 1, -1, 0, 0},
+        {"d100", 10000000 / s, 100, 1, 1, 1, -1, 0, 0},
+        {"d100", 10000000 / s, 100, 0, 0, 1, -1, 0, 0},
+        /* float32 storage (issue 13 target: N = 1e8, d = 10 at most 2 ms/iter) */
+        {"d10 f32", 100000000 / s, 10, 0, 1, 1, -1, 0, 1},
+        {"d10 f32", 100000000 / s, 10, 1, 1, 1, -1, 0, 1},
+        {"d3 f32", 100000000 / s, 3, 0, 1, 1, -1, 0, 1},
     };
     FILE *out = rank == 0 ? fopen(outpath, "w") : NULL;
     char line[512];
@@ -139,19 +144,25 @@ int main(int argc, char **argv)
         const bcase *c = &cases[k];
         const int64_t nloc = c->n / size + (rank < c->n % size ? 1 : 0);
         char err[512] = "";
-        double *x = ghf_cuda_generate_device(MPI_COMM_WORLD, nloc, c->d, 12345 + (uint64_t)rank, err,
-                                             sizeof err);
-        int ok = x != NULL, allok = ok;
+        double *x = NULL;
+        float *x32 = NULL;
+        if (c->f32)
+            x32 = ghf_cuda_generate_device_f32(MPI_COMM_WORLD, nloc, c->d, 12345 + (uint64_t)rank, err, sizeof err);
+        else
+            x = ghf_cuda_generate_device(MPI_COMM_WORLD, nloc, c->d, 12345 + (uint64_t)rank, err, sizeof err);
+        int ok = x != NULL || x32 != NULL, allok = ok;
         MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!allok) {
             EMIT("| %s | %lld | %d | skipped: %s |\n", c->what, (long long)c->n, c->d, ok ? "another rank" : err);
             if (x) cudaFree(x);
+            if (x32) cudaFree(x32);
             rc = 1;
             continue;
         }
         ghf_cuda_opts o;
         ghf_cuda_opts_default(&o);
         o.x_dev = x;
+        o.x32_dev = x32;
         o.graph = c->graph;
         o.zrange = c->zrange;
         o.plan = c->plan;
@@ -197,12 +208,13 @@ int main(int argc, char **argv)
             MPI_Allreduce(&dev_ms, &dm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             MPI_Allreduce(&host_ms, &hm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             const double bytes = x_passes(info.fused, c->zrange, be->last_used_plan) * (double)nloc *
-                                 (double)c->d * 8.0;
+                                 (double)c->d * (info.f32 ? 4.0 : 8.0);
             const double gbs = bytes / (dm * 1e-3) / 1e9;
             EMIT("| %s | %lld | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %.1f | %.6f |\n",
                  c->what, (long long)c->n, c->d, c->nig ? "NIG" : "GH", info.graph ? "graph" : "eager",
                  c->zrange ? "bound" : "exact", be->last_used_plan ? "plan" : "direct",
                  !info.fused ? "cuBLAS"
+                 : info.f32 ? (info.mma ? "fused, tensor-core sums, float32" : "fused, register sums, float32")
                  : info.mma  ? "fused, tensor-core sums"
                              : "fused, register sums", dm, hm, 1e3 * (hm - dm), gbs,
                  100.0 * gbs / (peak * 1e3), stats[GHF_ST_LL] / stats[GHF_ST_N]);
@@ -215,7 +227,8 @@ int main(int argc, char **argv)
         ghf_derived_free(&g);
         free(stats);
     }
-    EMIT("# targets (one H200): N = 1e8, d = 10, GH <= 5 ms/iter; graph overhead <= 20 us/iter\n");
+    EMIT("# targets (one H200): N = 1e8, d = 10, GH <= 5 ms/iter (float32 storage: <= 2 ms/iter); graph overhead "
+         "<= 20 us/iter\n");
     if (out) fclose(out);
     MPI_Finalize();
     return rc;

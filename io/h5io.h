@@ -35,9 +35,10 @@ typedef struct ghf_shard {
     int     d;
     int64_t row0;      /* global index (in the window) of this rank's first row; -1 if rows were dropped */
     int64_t nrows;     /* rows held by this rank (may be 0 when N < ranks) */
-    double *x;         /* nrows*d, row-major, malloc'd (NULL if nrows==0 or x32 is used); free with ghf_shard_free */
+    double *x;         /* nrows*d, row-major, malloc'd (NULL if nrows==0 or x32 alone is used); free with ghf_shard_free */
     float  *x32;       /* instead of x, when ghf_h5_read_shard_f32 read a float32 dataset: the
-                          file's values unwidened (nrows*d, row-major); ghf_shard_widen makes x */
+                          file's values unwidened (nrows*d, row-major); ghf_shard_widen makes x
+                          (ghf_shard_widen_keep: x and x32 both) */
     int64_t n_dropped; /* global number of rows dropped as non-finite (drop_nonfinite) */
     int     file_dtype_bits; /* 32 or 64 (bits of the on-disk element type) */
 } ghf_shard;
@@ -89,6 +90,9 @@ void ghf_shard_free(ghf_shard *s);
 /* x from x32 (exact: every float is a double), x32 freed; nothing when x32 is
  * NULL.  Returns 0, or 1 out of memory (the shard unchanged). */
 int  ghf_shard_widen(ghf_shard *s);
+/* The same, but x32 is kept next to x (a float32 copy for the device; free
+ * it when done).  Returns 0, or 1 out of memory (the shard unchanged). */
+int  ghf_shard_widen_keep(ghf_shard *s);
 
 /* One process, no MPI (serial driver): dimensions of a 2-D numeric dataset,
  * with every check of the collective read's inspection (io/h5inspect.c). */

@@ -63,7 +63,8 @@ void ghf_shard_free(ghf_shard *s)
     s->nrows = 0;
 }
 
-int ghf_shard_widen(ghf_shard *s)
+/* x from x32; x32 freed unless keep */
+static int widen(ghf_shard *s, int keep)
 {
     if (!s->x32) return 0;
     const int64_t m = s->nrows * s->d;
@@ -71,11 +72,18 @@ int ghf_shard_widen(ghf_shard *s)
     if (!x) return 1;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < m; i++) x[i] = (double)s->x32[i];
-    free(s->x32);
-    s->x32 = NULL;
+    if (!keep) {
+        free(s->x32);
+        s->x32 = NULL;
+    }
+    free(s->x);
     s->x = x;
     return 0;
 }
+
+int ghf_shard_widen(ghf_shard *s) { return widen(s, 0); }
+
+int ghf_shard_widen_keep(ghf_shard *s) { return widen(s, 1); }
 
 /* A 1-D dataset where a matrix is expected: status 2 (the message of the inspection) */
 static int refuse_1d(const char *path, const char *dn, int64_t n, char *err, size_t errlen)

@@ -9,6 +9,12 @@
  *   xt     [d][n]   the shard, column-major (xt[j*n + i] = x_ij): coalesced
  *                   loads when one thread handles one row, and an n x d
  *                   column-major matrix (ld n) for cuBLAS;
+ *   xt32   [d][n]   instead of xt on the fused path when the data set is
+ *                   float32: the file's values, widened in registers
+ *                   (x_ij = (double)xt32[j*n + i] - shift_j, the same
+ *                   double the host's centring gives); every launcher that
+ *                   reads the shard takes (xt, xt32), exactly one non-NULL;
+ *   wt     [n]      observation weights (weighted EM), or NULL;
  *   pb     parameter block (doubles, layout GHF_CU_PB_*), written each
  *          iteration by one memcpy from pinned host staging;
  *   stats  [ghf_stats_len(d) + GHF_CU_INFO_LEN] the statistics (estep.h
@@ -27,7 +33,8 @@
 extern "C" {
 #endif
 
-/* Parameter block: header, then mu[d], w[d], linv[d*d] (row-major, lower). */
+/* Parameter block: header, then mu[d], w[d], linv[d*d] (row-major, lower),
+ * shift[d] (the centring of a float32 shard, xt32; zeros otherwise). */
 enum {
     GHF_CU_PB_P = 0,    /* posterior order (also the plan's order) */
     GHF_CU_PB_A = 1,    /* posterior a */
@@ -44,7 +51,8 @@ enum {
 GHF_HD static inline int ghf__cu_pb_mu(int d) { (void)d; return GHF_CU_PB_HDR; }
 GHF_HD static inline int ghf__cu_pb_w(int d) { return GHF_CU_PB_HDR + d; }
 GHF_HD static inline int ghf__cu_pb_linv(int d) { return GHF_CU_PB_HDR + 2 * d; }
-GHF_HD static inline int ghf__cu_pb_len(int d) { return GHF_CU_PB_HDR + 2 * d + d * d; }
+GHF_HD static inline int ghf__cu_pb_shift(int d) { return GHF_CU_PB_HDR + 2 * d + d * d; }
+GHF_HD static inline int ghf__cu_pb_len(int d) { return GHF_CU_PB_HDR + 3 * d + d * d; }
 
 /* Per-rank info after the statistics: [0] 1 if the plan was used. */
 #define GHF_CU_INFO_LEN 2
@@ -71,30 +79,45 @@ int ghf__cu_grid(int64_t n, int sm_count);
 /* src: m rows x d, row-major (device).  Writes xt[j*n + r0 + i]. */
 cudaError_t ghf__cu_transpose_in(const double *src, int64_t m, int d, double *xt, int64_t n,
                                  int64_t r0, cudaStream_t s);
-/* Deterministic column sums of xt (s4, constant over the fit) into out[d],
- * and the bound data for the "bound" z-range mode: out2[0] = max_i |x_i - c|
- * with c = s4 / n, out2[1..d] = c.  part: scratch of (d + 1) * grid doubles. */
-cudaError_t ghf__cu_shard_summary(const double *xt, int64_t n, int d, int grid, double *part,
-                                  double *s4, double *bound, cudaStream_t s);
+/* The same from float32 rows: into xt32 (float, unchanged) when xt32 is not
+ * NULL, else widened and centred into xt: xt[j*n + r0 + i] = (double)src - shift[j]
+ * (shift: d doubles on the device). */
+cudaError_t ghf__cu_transpose_in_f32(const float *src, int64_t m, int d, float *xt32, double *xt,
+                                     const double *shift, int64_t n, int64_t r0, cudaStream_t s);
+/* Deterministic column sums of the shard (s4, constant over the fit) into
+ * s4[d], and the bound data for the "bound" z-range mode: bound[0] =
+ * max_i |x_i - c| with c = s4 / n, bound[1..d] = c.  part: scratch of
+ * (d + 1) * grid doubles.  shift: the centring of xt32 (device; unused for xt). */
+cudaError_t ghf__cu_shard_summary(const double *xt, const float *xt32, const double *shift, int64_t n,
+                                  int d, int grid, double *part, double *s4, double *bound,
+                                  cudaStream_t s);
+/* Weighted EM, once per data set: out[j] = sum_i wt_i x_ij (j < d) and
+ * out[d] = sum_i wt_i, deterministic (fixed order).  part: (d + 1) * grid. */
+cudaError_t ghf__cu_weighted_sums(const double *xt, const float *xt32, const double *shift,
+                                  const double *wt, int64_t n, int d, int grid, double *part,
+                                  double *out, cudaStream_t s);
 /* Synthetic data for benchmarks, generated on the device (column-major):
- * a normal variance mixture with log-normal mixing, deterministic in seed. */
-cudaError_t ghf__cu_generate(double *xt, int64_t n, int d, uint64_t seed, cudaStream_t s);
+ * a normal variance mixture with log-normal mixing, deterministic in seed;
+ * into xt32 (rounded to float) when it is not NULL, else into xt. */
+cudaError_t ghf__cu_generate(double *xt, float *xt32, int64_t n, int d, uint64_t seed, cudaStream_t s);
 
 /* ---- per iteration (captured) ------------------------------------------ */
 /* Fused path (d <= GHF_CUDA_FUSED_DMAX).  ghf__cu_pb_to_const first: the
  * fused kernels read the parameter block from constant memory. */
 cudaError_t ghf__cu_pb_to_const(const double *pb, int d, cudaStream_t s);
-cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, const double *pb, int grid,
-                               double *qpart, cudaStream_t s);
+cudaError_t ghf__cu_qmax_fused(const double *xt, const float *xt32, int64_t n, int d, const double *pb,
+                               int grid, double *qpart, cudaStream_t s);
 /* mma: 1 s5 and s6 on the FP64 tensor cores (sm_80 or newer only), 0 in
  * per-thread registers, -1 for ghf__cu_default_mma(d); minb (register
  * kernel): 2, 3 or 4 resident blocks per SM for the register allocation, or 0
- * for ghf__cu_default_minb(d). */
+ * for ghf__cu_default_minb(d) (a float32 shard, xt32, always uses the
+ * default).  wt: the rows' weights or NULL (every per-row contribution times
+ * its weight, as the CPU backend: a row of weight 0 adds nothing). */
 int ghf__cu_default_mma(int d);
 int ghf__cu_default_minb(int d);
-cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
-                                const void *plan, const int *plan_ok, int grid, int minb,
-                                int mma, double *part, cudaStream_t s);
+cudaError_t ghf__cu_estep_fused(const double *xt, const float *xt32, const double *wt, int64_t n, int d,
+                                const double *pb, const void *plan, const int *plan_ok, int grid,
+                                int minb, int mma, double *part, cudaStream_t s);
 /* Reduce part[ne][grid] (entries of the fused layout, or only the first
  * GHF_CU_NSCAL when ne == GHF_CU_NSCAL) into stats (estep.h layout). */
 cudaError_t ghf__cu_reduce(const double *part, int ne, int grid, int d, double *stats,
@@ -110,9 +133,10 @@ cudaError_t ghf__cu_qzw(const double *zc, int64_t m, int d, const double *pb, do
  * d x d partial products), in order p = 0, 1, ... */
 cudaError_t ghf__cu_sum_s6(const double *part, int nparts, int d, double *stats, cudaStream_t s);
 cudaError_t ghf__cu_qmax_arr(const double *q, int64_t n, int grid, double *qpart, cudaStream_t s);
-cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, int64_t n, const double *pb,
-                               const void *plan, const int *plan_ok, int grid, double *u,
-                               double *part, cudaStream_t s);
+/* wt: the rows' weights or NULL; u[i] is then the weighted E[1/Y|x_i]. */
+cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, const double *wt, int64_t n,
+                               const double *pb, const void *plan, const int *plan_ok, int grid,
+                               double *u, double *part, cudaStream_t s);
 
 /* The plan at the iteration's order over [arg(0), arg(qmax)]: qmax from
  * qpart[grid] (mode 0, exact) or from the bound (mode 1: |L^-1 (x - mu)| <=
@@ -123,9 +147,10 @@ cudaError_t ghf__cu_plan_build(const double *pb, int d, int mode, const double *
                                int64_t n, const double *bound, void *plan, int *plan_ok,
                                cudaStream_t s);
 
-/* stats[N] = n, stats[STOP] = pb[STOP], s4 copied, s6 mirrored (upper from
- * lower, row-major), info[PLAN] = *plan_ok. */
-cudaError_t ghf__cu_finalize(int64_t n, int d, const double *pb, const double *s4,
+/* stats[N] = n (or *wsum when wsum is not NULL: weighted EM), stats[STOP] =
+ * pb[STOP], s4 copied, s6 mirrored (upper from lower, row-major),
+ * info[PLAN] = *plan_ok. */
+cudaError_t ghf__cu_finalize(int64_t n, int d, const double *pb, const double *s4, const double *wsum,
                              const int *plan_ok, double *stats, cudaStream_t s);
 
 /* sizeof(ghf_bessel_plan), for the host allocation. */

@@ -16,6 +16,17 @@
  *     the host code;
  *   k_finalize: n, stop flag, s4 (constant over the fit), mirrored s6.
  *
+ * Element type: a float32 shard stays float32 on the fused path (xt32) and
+ * each load widens it in registers and subtracts the host's centring
+ * (load_row), so every kernel sees the same doubles as from a float64
+ * shard; all arithmetic and sums are float64.  The cuBLAS path gets the
+ * float32 shard widened once, at upload, into its float64 xt.
+ *
+ * Weights (weighted EM, wt not NULL): each row's u, v, l, log f and |zw|
+ * times its weight before the sums, a row of weight 0 contributing exact
+ * zeros (add_point_w, as the CPU backend's block_weigh); s4 and the count
+ * are then sum w x and sum w, once per data set (ghf__cu_weighted_sums).
+ *
  * Determinism: every sum is a per-thread sum in row order, a fixed shuffle
  * tree, a fixed order over warps, and a fixed-order reduction over a grid
  * whose size is fixed for the fit.  No floating-point atomics anywhere, so
@@ -39,7 +50,7 @@
  * each.  Refreshed from pb by a device-to-device copy node each iteration
  * (ghf__cu_pb_to_const); one copy per process and device, so two fused
  * backends must not run concurrently on one device (the program never does). */
-#define GHF_CU_CPB_LEN (GHF_CU_PB_HDR + 2 * GHF_CUDA_FUSED_DMAX + GHF_CUDA_FUSED_DMAX * GHF_CUDA_FUSED_DMAX)
+#define GHF_CU_CPB_LEN (GHF_CU_PB_HDR + 3 * GHF_CUDA_FUSED_DMAX + GHF_CUDA_FUSED_DMAX * GHF_CUDA_FUSED_DMAX)
 __constant__ double c_pb[GHF_CU_CPB_LEN];
 
 __device__ __forceinline__ ghf_estep_consts load_consts(const double *pb)
@@ -94,6 +105,34 @@ __device__ __forceinline__ double add_point(double (&acc)[N], const ghf_point &r
     acc[4] += ok ? 0.0 : 1.0;
     acc[5] += ok ? fabs(zw) : 0.0;
     return u;
+}
+
+/* Weighted EM: the row's u, v, l, log f and |zw| times its weight w (no
+ * contraction with the sums: __dmul_rn, as the CPU multiplies first); a row
+ * of weight 0 contributes exact zeros, even where its moments are not
+ * finite.  Returns the row's weighted u (0 for a bad row). */
+template <int N>
+__device__ __forceinline__ double add_point_w(double (&acc)[N], ghf_point r, double zw, double w)
+{
+    if (w == 0.0) {
+        r.u = r.v = r.l = r.ll = 0.0;
+        zw = 0.0;
+    } else {
+        r.u = __dmul_rn(r.u, w);
+        r.v = __dmul_rn(r.v, w);
+        r.l = __dmul_rn(r.l, w);
+        r.ll = __dmul_rn(r.ll, w);
+        zw = __dmul_rn(zw, w);
+    }
+    return add_point(acc, r, zw);
+}
+
+/* The row's share of the scalar sums, weighted when wt is not NULL. */
+template <int N>
+__device__ __forceinline__ double add_row(double (&acc)[N], const ghf_point &r, double zw,
+                                          const double *__restrict__ wt, int64_t i)
+{
+    return wt ? add_point_w(acc, r, zw, __ldg(wt + i)) : add_point(acc, r, zw);
 }
 
 __device__ __forceinline__ double warp_sum(double v)
@@ -182,6 +221,36 @@ __device__ __forceinline__ int entry_index(int e, int d)
     return ghf_stats_s6(d) + a * d + b;
 }
 
+/* Row i of the shard into registers: float64 as stored; float32 widened
+ * and centred by the parameter block's shift (exactly the host's
+ * x - shift of the widened value). */
+template <int D>
+__device__ __forceinline__ void load_row(const double *__restrict__ xt, int64_t n, int64_t i, double (&x)[D])
+{
+#pragma unroll
+    for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
+}
+
+template <int D>
+__device__ __forceinline__ void load_row(const float *__restrict__ xt, int64_t n, int64_t i, double (&x)[D])
+{
+#pragma unroll
+    for (int j = 0; j < D; j++) x[j] = (double)__ldg(xt + (int64_t)j * n + i) - c_pb[ghf__cu_pb_shift(D) + j];
+}
+
+/* One element of the shard in the one-time kernels (shift in global memory). */
+__device__ __forceinline__ double load_x(const double *__restrict__ xt, int64_t k, const double *shift, int j)
+{
+    (void)shift;
+    (void)j;
+    return xt[k];
+}
+
+__device__ __forceinline__ double load_x(const float *__restrict__ xt, int64_t k, const double *shift, int j)
+{
+    return (double)xt[k] - shift[j];
+}
+
 /* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w for one row, from the
  * constant parameter block; the same code (hence the same bits) in the range
  * pass and the E-step pass. */
@@ -208,8 +277,8 @@ __device__ __forceinline__ void row_qzw(const double (&x)[D], double &q, double 
  * Fused path kernels
  * ---------------------------------------------------------------------- */
 
-template <int D>
-__global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const double *__restrict__ xt, int64_t n,
+template <int D, typename T>
+__global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const T *__restrict__ xt, int64_t n,
                                                            const double *__restrict__ pb,
                                                            double *__restrict__ qpart)
 {
@@ -218,8 +287,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const double *__restr
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         double x[D];
-#pragma unroll
-        for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
+        load_row<D>(xt, n, i, x);
         double q, zw;
         row_qzw<D>(x, q, zw);
         if (isfinite(q)) m = fmax(m, q);
@@ -231,11 +299,11 @@ __global__ void __launch_bounds__(GHF_CU_TPB) k_qmax_fused(const double *__restr
 /* MINB: resident blocks per SM the register allocation must allow (2: no
  * spills up to D = 12; 3 and 4 trade spills for occupancy; chosen at run time,
  * see ghf__cu_estep_fused). */
-template <int D, int MINB>
+template <int D, int MINB, typename T>
 __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
-    k_estep_fused(const double *__restrict__ xt, int64_t n, const double *__restrict__ pb,
-                  const ghf_bessel_plan *__restrict__ plan, const int *__restrict__ plan_ok,
-                  double *__restrict__ part)
+    k_estep_fused(const T *__restrict__ xt, const double *__restrict__ wt, int64_t n,
+                  const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
+                  const int *__restrict__ plan_ok, double *__restrict__ part)
 {
     constexpr int NE = GHF_CU_NSCAL + D + D * (D + 1) / 2;
     constexpr int S5 = GHF_CU_NSCAL, S6 = GHF_CU_NSCAL + D;
@@ -251,11 +319,10 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         double x[D];
-#pragma unroll
-        for (int j = 0; j < D; j++) x[j] = __ldg(xt + (int64_t)j * n + i);
+        load_row<D>(xt, n, i, x);
         double q, zw;
         row_qzw<D>(x, q, zw);
-        const double u = add_point(acc, row_point(c, q, zw, plan, use_plan), zw);
+        const double u = add_row(acc, row_point(c, q, zw, plan, use_plan), zw, wt, i);
 #pragma unroll
         for (int a = 0; a < D; a++) {
             const double ux = u * x[a];
@@ -293,11 +360,11 @@ __device__ __forceinline__ void mma_f64(double (&c)[2], double a, double b)
 #endif
 }
 
-template <int D, int MINB>
+template <int D, int MINB, typename T>
 __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
-    k_estep_mma(const double *__restrict__ xt, int64_t n, const double *__restrict__ pb,
-                const ghf_bessel_plan *__restrict__ plan, const int *__restrict__ plan_ok,
-                double *__restrict__ part)
+    k_estep_mma(const T *__restrict__ xt, const double *__restrict__ wt, int64_t n,
+                const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
+                const int *__restrict__ plan_ok, double *__restrict__ part)
 {
     constexpr int NT = (D + 1 + 7) / 8; /* 8 x 8 tiles per side of the (D+1) x (D+1) product */
     constexpr int LD = 8 * NT + 4;      /* staging row stride: conflict-free fragment loads */
@@ -329,13 +396,17 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
         const int64_t i = base + lane;
         const bool in = i < n;
         double x[D];
+        if (in) {
+            load_row<D>(xt, n, i, x);
+        } else {
 #pragma unroll
-        for (int j = 0; j < D; j++) x[j] = in ? __ldg(xt + (int64_t)j * n + i) : 0.0;
+            for (int j = 0; j < D; j++) x[j] = 0.0;
+        }
         double u = 0.0;
         if (in) {
             double q, zw;
             row_qzw<D>(x, q, zw);
-            u = add_point(acc, row_point(c, q, zw, plan, use_plan), zw);
+            u = add_row(acc, row_point(c, q, zw, plan, use_plan), zw, wt, i);
         }
 #pragma unroll
         for (int j = 0; j < D; j++) sx[lane * LD + j] = x[j];
@@ -445,8 +516,8 @@ __global__ void k_qmax_arr(const double *__restrict__ q, int64_t n, double *__re
 }
 
 __global__ void __launch_bounds__(GHF_CU_TPB, 4) /* 128 registers: no spills (ptxas -v) */
-    k_estep_rows(const double *__restrict__ q, const double *__restrict__ zw, int64_t n,
-                 const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
+    k_estep_rows(const double *__restrict__ q, const double *__restrict__ zw, const double *__restrict__ wt,
+                 int64_t n, const double *__restrict__ pb, const ghf_bessel_plan *__restrict__ plan,
                  const int *__restrict__ plan_ok, double *__restrict__ u, double *__restrict__ part)
 {
     __shared__ double s_red[GHF_CU_TPB / 32][GHF_CU_NSCAL];
@@ -455,7 +526,7 @@ __global__ void __launch_bounds__(GHF_CU_TPB, 4) /* 128 registers: no spills (pt
     double acc[GHF_CU_NSCAL] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        u[i] = add_point(acc, row_point(c, q[i], zw[i], plan, use_plan), zw[i]);
+        u[i] = add_row(acc, row_point(c, q[i], zw[i], plan, use_plan), zw[i], wt, i);
     }
     warp_sums_to_shared(acc, s_red);
     write_block_partials(s_red, part);
@@ -520,11 +591,11 @@ __global__ void k_plan_pieces(ghf_bessel_plan *plan, const int *plan_ok)
  * ---------------------------------------------------------------------- */
 
 __global__ void k_finalize(int64_t n, int d, const double *__restrict__ pb,
-                           const double *__restrict__ s4, const int *__restrict__ plan_ok,
-                           double *__restrict__ stats)
+                           const double *__restrict__ s4, const double *__restrict__ wsum,
+                           const int *__restrict__ plan_ok, double *__restrict__ stats)
 {
     if (threadIdx.x == 0) {
-        stats[GHF_ST_N] = (double)n;
+        stats[GHF_ST_N] = wsum ? *wsum : (double)n;
         stats[GHF_ST_STOP] = pb[GHF_CU_PB_STOP];
         stats[ghf_stats_len(d) + GHF_CU_INFO_PLAN] = plan_ok ? (double)*plan_ok : 0.0;
     }
@@ -539,11 +610,30 @@ __global__ void k_finalize(int64_t n, int d, const double *__restrict__ pb,
     }
 }
 
-__global__ void k_transpose_in(const double *__restrict__ src, int64_t m, int d,
-                               double *__restrict__ xt, int64_t n, int64_t r0)
+/* Element conversion at upload: as stored, or float32 widened and centred. */
+__device__ __forceinline__ void put_x(double *dst, double v, const double *shift, int j)
+{
+    (void)shift;
+    (void)j;
+    *dst = v;
+}
+__device__ __forceinline__ void put_x(float *dst, float v, const double *shift, int j)
+{
+    (void)shift;
+    (void)j;
+    *dst = v;
+}
+__device__ __forceinline__ void put_x(double *dst, float v, const double *shift, int j)
+{
+    *dst = (double)v - shift[j];
+}
+
+template <typename TS, typename TD>
+__global__ void k_transpose_in(const TS *__restrict__ src, int64_t m, int d, TD *__restrict__ xt,
+                               const double *__restrict__ shift, int64_t n, int64_t r0)
 {
     /* 32 x 32 tiles through shared memory: coalesced reads and writes */
-    __shared__ double tile[32][33];
+    __shared__ TS tile[32][33];
     const int64_t i0 = (int64_t)blockIdx.x * 32;
     const int j0 = blockIdx.y * 32;
     for (int k = threadIdx.y; k < 32; k += blockDim.y) {
@@ -555,20 +645,48 @@ __global__ void k_transpose_in(const double *__restrict__ src, int64_t m, int d,
     for (int k = threadIdx.y; k < 32; k += blockDim.y) {
         const int j = j0 + k;
         const int64_t i = i0 + threadIdx.x;
-        if (i < m && j < d) xt[(int64_t)j * n + r0 + i] = tile[threadIdx.x][k];
+        if (i < m && j < d) put_x(xt + (int64_t)j * n + r0 + i, tile[threadIdx.x][k], shift, j);
     }
 }
 
 /* part[j][grid]: column sums of xt. grid.y = column. */
-__global__ void k_colsum(const double *__restrict__ xt, int64_t n, double *__restrict__ part)
+template <typename T>
+__global__ void k_colsum(const T *__restrict__ xt, const double *__restrict__ shift, int64_t n,
+                         double *__restrict__ part)
 {
     const int j = blockIdx.y;
-    const double *col = xt + (int64_t)j * n;
+    const int64_t off = (int64_t)j * n;
     double v = 0.0;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) v += col[i];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        v += load_x(xt, off + i, shift, j);
     v = block_sum(v);
     if (threadIdx.x == 0) part[(int64_t)j * gridDim.x + blockIdx.x] = v;
+}
+
+/* Weighted EM: part[j][grid] = block sums of w x_j (j < d) and of w (j = d). grid.y = d + 1. */
+template <typename T>
+__global__ void k_wcolsum(const T *__restrict__ xt, const double *__restrict__ shift,
+                          const double *__restrict__ wt, int64_t n, int d, double *__restrict__ part)
+{
+    const int j = blockIdx.y;
+    const int64_t off = (int64_t)j * n;
+    double v = 0.0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        v += j < d ? wt[i] * load_x(xt, off + i, shift, j) : wt[i];
+    v = block_sum(v);
+    if (threadIdx.x == 0) part[(int64_t)j * gridDim.x + blockIdx.x] = v;
+}
+
+/* out[j] = sum_g part[j][g], one block per entry, fixed order. */
+__global__ void k_partsum(const double *__restrict__ part, int grid, double *__restrict__ out)
+{
+    const int j = blockIdx.x;
+    double v = 0.0;
+    for (int g = threadIdx.x; g < grid; g += blockDim.x) v += part[(int64_t)j * grid + g];
+    v = block_sum(v);
+    if (threadIdx.x == 0) out[j] = v;
 }
 
 /* out[j] = sum_g part[j][g] (one block per column), bound[1 + j] = out[j] / n. */
@@ -585,7 +703,8 @@ __global__ void k_colsum_reduce(const double *__restrict__ part, int grid, int64
     }
 }
 
-__global__ void k_rowdist(const double *__restrict__ xt, int64_t n, int d,
+template <typename T>
+__global__ void k_rowdist(const T *__restrict__ xt, const double *__restrict__ shift, int64_t n, int d,
                           const double *__restrict__ bound, double *__restrict__ part)
 {
     double m = 0.0;
@@ -593,7 +712,7 @@ __global__ void k_rowdist(const double *__restrict__ xt, int64_t n, int d,
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         double s = 0.0;
         for (int j = 0; j < d; j++) {
-            const double t = xt[(int64_t)j * n + i] - bound[1 + j];
+            const double t = load_x(xt, (int64_t)j * n + i, shift, j) - bound[1 + j];
             s += t * t;
         }
         if (isfinite(s)) m = fmax(m, s);
@@ -626,7 +745,8 @@ __device__ __forceinline__ double normal(uint64_t seed, uint64_t k)
     return sqrt(-2.0 * log(u01(h1))) * cospi(2.0 * u01(h2));
 }
 
-__global__ void k_generate(double *__restrict__ xt, int64_t n, int d, uint64_t seed)
+template <typename T>
+__global__ void k_generate(T *__restrict__ xt, int64_t n, int d, uint64_t seed)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -638,7 +758,7 @@ __global__ void k_generate(double *__restrict__ xt, int64_t n, int d, uint64_t s
             const double g = normal(seed, base + 1 + (uint64_t)j);
             const double e = g + 0.4 * prev; /* some correlation between neighbours */
             prev = g;
-            xt[(int64_t)j * n + i] = 0.1 * (j % 7) + 0.05 * ((j % 3) - 1) * y + sy * e;
+            xt[(int64_t)j * n + i] = (T)(0.1 * (j % 7) + 0.05 * ((j % 3) - 1) * y + sy * e);
         }
     }
 }
@@ -669,29 +789,67 @@ extern "C" cudaError_t ghf__cu_transpose_in(const double *src, int64_t m, int d,
 {
     if (m <= 0 || d <= 0) return cudaSuccess;
     const dim3 grid((unsigned)((m + 31) / 32), (unsigned)((d + 31) / 32)), block(32, 8);
-    k_transpose_in<<<grid, block, 0, s>>>(src, m, d, xt, n, r0);
+    k_transpose_in<double, double><<<grid, block, 0, s>>>(src, m, d, xt, (const double *)NULL, n, r0);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ghf__cu_shard_summary(const double *xt, int64_t n, int d, int grid,
-                                             double *part, double *s4, double *bound, cudaStream_t s)
+extern "C" cudaError_t ghf__cu_transpose_in_f32(const float *src, int64_t m, int d, float *xt32,
+                                                double *xt, const double *shift, int64_t n,
+                                                int64_t r0, cudaStream_t s)
+{
+    if (m <= 0 || d <= 0) return cudaSuccess;
+    const dim3 grid((unsigned)((m + 31) / 32), (unsigned)((d + 31) / 32)), block(32, 8);
+    if (xt32)
+        k_transpose_in<float, float><<<grid, block, 0, s>>>(src, m, d, xt32, shift, n, r0);
+    else
+        k_transpose_in<float, double><<<grid, block, 0, s>>>(src, m, d, xt, shift, n, r0);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_shard_summary(const double *xt, const float *xt32, const double *shift,
+                                             int64_t n, int d, int grid, double *part, double *s4,
+                                             double *bound, cudaStream_t s)
 {
     if (n <= 0) {
         cudaError_t e = cudaMemsetAsync(s4, 0, sizeof(double) * (size_t)d, s);
         if (e == cudaSuccess) e = cudaMemsetAsync(bound, 0, sizeof(double) * (size_t)(d + 1), s);
         return e;
     }
-    k_colsum<<<dim3((unsigned)grid, (unsigned)d), 256, 0, s>>>(xt, n, part);
+    if (xt32)
+        k_colsum<float><<<dim3((unsigned)grid, (unsigned)d), 256, 0, s>>>(xt32, shift, n, part);
+    else
+        k_colsum<double><<<dim3((unsigned)grid, (unsigned)d), 256, 0, s>>>(xt, shift, n, part);
     k_colsum_reduce<<<d, 256, 0, s>>>(part, grid, n, s4, bound);
-    k_rowdist<<<grid, 256, 0, s>>>(xt, n, d, bound, part);
+    if (xt32)
+        k_rowdist<float><<<grid, 256, 0, s>>>(xt32, shift, n, d, bound, part);
+    else
+        k_rowdist<double><<<grid, 256, 0, s>>>(xt, shift, n, d, bound, part);
     k_rowdist_reduce<<<1, 256, 0, s>>>(part, grid, bound);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ghf__cu_generate(double *xt, int64_t n, int d, uint64_t seed, cudaStream_t s)
+extern "C" cudaError_t ghf__cu_weighted_sums(const double *xt, const float *xt32, const double *shift,
+                                             const double *wt, int64_t n, int d, int grid, double *part,
+                                             double *out, cudaStream_t s)
+{
+    if (n <= 0) return cudaMemsetAsync(out, 0, sizeof(double) * (size_t)(d + 1), s);
+    const dim3 g((unsigned)grid, (unsigned)(d + 1));
+    if (xt32)
+        k_wcolsum<float><<<g, 256, 0, s>>>(xt32, shift, wt, n, d, part);
+    else
+        k_wcolsum<double><<<g, 256, 0, s>>>(xt, shift, wt, n, d, part);
+    k_partsum<<<d + 1, 256, 0, s>>>(part, grid, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ghf__cu_generate(double *xt, float *xt32, int64_t n, int d, uint64_t seed,
+                                        cudaStream_t s)
 {
     if (n <= 0) return cudaSuccess;
-    k_generate<<<blocks_for(n, 256, 65536), 256, 0, s>>>(xt, n, d, seed);
+    if (xt32)
+        k_generate<float><<<blocks_for(n, 256, 65536), 256, 0, s>>>(xt32, n, d, seed);
+    else
+        k_generate<double><<<blocks_for(n, 256, 65536), 256, 0, s>>>(xt, n, d, seed);
     return cudaGetLastError();
 }
 
@@ -714,10 +872,16 @@ static_assert(GHF_CUDA_FUSED_DMAX == 12, "GHF_CU_DISPATCH below covers d = 1..12
     default: return cudaErrorInvalidValue; \
     }
 
-extern "C" cudaError_t ghf__cu_qmax_fused(const double *xt, int64_t n, int d, const double *pb,
-                                          int grid, double *qpart, cudaStream_t s)
+extern "C" cudaError_t ghf__cu_qmax_fused(const double *xt, const float *xt32, int64_t n, int d,
+                                          const double *pb, int grid, double *qpart, cudaStream_t s)
 {
-#define QMAX_CALL(D) k_qmax_fused<D><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, qpart)
+#define QMAX_CALL(D)                                                               \
+    do {                                                                           \
+        if (xt32)                                                                  \
+            k_qmax_fused<D, float><<<grid, GHF_CU_TPB, 0, s>>>(xt32, n, pb, qpart);  \
+        else                                                                       \
+            k_qmax_fused<D, double><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, qpart);   \
+    } while (0)
     GHF_CU_DISPATCH(d, QMAX_CALL)
 #undef QMAX_CALL
     return cudaGetLastError();
@@ -732,30 +896,37 @@ extern "C" int ghf__cu_default_mma(int d)
     return d >= 7;
 }
 
-extern "C" int ghf__cu_default_minb(int d)
-{
-    /* the most resident blocks whose register budget the kernel fits without
-     * spilling (ptxas -v, sm_90) */
-    return d <= 3 ? 4 : d <= 6 ? 3 : 2;
-}
+/* the most resident blocks whose register budget the kernel fits without
+ * spilling (ptxas -v, sm_90) */
+static constexpr int default_minb(int d) { return d <= 3 ? 4 : d <= 6 ? 3 : 2; }
 
-extern "C" cudaError_t ghf__cu_estep_fused(const double *xt, int64_t n, int d, const double *pb,
-                                           const void *plan, const int *plan_ok, int grid,
-                                           int minb, int mma, double *part, cudaStream_t s)
+extern "C" int ghf__cu_default_minb(int d) { return default_minb(d); }
+
+extern "C" cudaError_t ghf__cu_estep_fused(const double *xt, const float *xt32, const double *wt,
+                                           int64_t n, int d, const double *pb, const void *plan,
+                                           const int *plan_ok, int grid, int minb, int mma,
+                                           double *part, cudaStream_t s)
 {
     const ghf_bessel_plan *pl = (const ghf_bessel_plan *)plan;
     if (mma < 0) mma = ghf__cu_default_mma(d);
     if (minb <= 0) minb = ghf__cu_default_minb(d);
-#define ESTEP_CALL(D)                                                                        \
-    do {                                                                                     \
-        if (mma)                                                                             \
-            k_estep_mma<D, 4><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);     \
-        else if (minb >= 4)                                                                  \
-            k_estep_fused<D, 4><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);   \
-        else if (minb == 3)                                                                  \
-            k_estep_fused<D, 3><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);   \
-        else                                                                                 \
-            k_estep_fused<D, 2><<<grid, GHF_CU_TPB, 0, s>>>(xt, n, pb, pl, plan_ok, part);   \
+    /* float32: the tensor-core kernel or the register kernel at its default
+     * occupancy (the minb override is a float64 tuning knob: fewer instances) */
+#define ESTEP_CALL(D)                                                                                  \
+    do {                                                                                               \
+        if (xt32 && mma)                                                                               \
+            k_estep_mma<D, 4, float><<<grid, GHF_CU_TPB, 0, s>>>(xt32, wt, n, pb, pl, plan_ok, part);  \
+        else if (xt32)                                                                                 \
+            k_estep_fused<D, default_minb(D), float>                                                   \
+                <<<grid, GHF_CU_TPB, 0, s>>>(xt32, wt, n, pb, pl, plan_ok, part);                      \
+        else if (mma)                                                                                  \
+            k_estep_mma<D, 4, double><<<grid, GHF_CU_TPB, 0, s>>>(xt, wt, n, pb, pl, plan_ok, part);   \
+        else if (minb >= 4)                                                                            \
+            k_estep_fused<D, 4, double><<<grid, GHF_CU_TPB, 0, s>>>(xt, wt, n, pb, pl, plan_ok, part); \
+        else if (minb == 3)                                                                            \
+            k_estep_fused<D, 3, double><<<grid, GHF_CU_TPB, 0, s>>>(xt, wt, n, pb, pl, plan_ok, part); \
+        else                                                                                           \
+            k_estep_fused<D, 2, double><<<grid, GHF_CU_TPB, 0, s>>>(xt, wt, n, pb, pl, plan_ok, part); \
     } while (0)
     GHF_CU_DISPATCH(d, ESTEP_CALL)
 #undef ESTEP_CALL
@@ -805,11 +976,12 @@ extern "C" cudaError_t ghf__cu_qmax_arr(const double *q, int64_t n, int grid, do
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, int64_t n,
-                                          const double *pb, const void *plan, const int *plan_ok,
-                                          int grid, double *u, double *part, cudaStream_t s)
+extern "C" cudaError_t ghf__cu_estep_rows(const double *q, const double *zw, const double *wt,
+                                          int64_t n, const double *pb, const void *plan,
+                                          const int *plan_ok, int grid, double *u, double *part,
+                                          cudaStream_t s)
 {
-    k_estep_rows<<<grid, GHF_CU_TPB, 0, s>>>(q, zw, n, pb, (const ghf_bessel_plan *)plan, plan_ok, u,
+    k_estep_rows<<<grid, GHF_CU_TPB, 0, s>>>(q, zw, wt, n, pb, (const ghf_bessel_plan *)plan, plan_ok, u,
                                              part);
     return cudaGetLastError();
 }
@@ -827,8 +999,9 @@ extern "C" cudaError_t ghf__cu_plan_build(const double *pb, int d, int mode, con
 }
 
 extern "C" cudaError_t ghf__cu_finalize(int64_t n, int d, const double *pb, const double *s4,
-                                        const int *plan_ok, double *stats, cudaStream_t s)
+                                        const double *wsum, const int *plan_ok, double *stats,
+                                        cudaStream_t s)
 {
-    k_finalize<<<1, 256, 0, s>>>(n, d, pb, s4, plan_ok, stats);
+    k_finalize<<<1, 256, 0, s>>>(n, d, pb, s4, wsum, plan_ok, stats);
     return cudaGetLastError();
 }

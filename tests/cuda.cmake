@@ -28,3 +28,8 @@ endif()
            $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/cuda_sweep)
   set_tests_properties(cuda_sweep PROPERTIES LABELS "gpu" TIMEOUT 600 SKIP_RETURN_CODE 77
     ENVIRONMENT "${GHF_MPI_ENV}")
+  # weights, --missing em and float32 storage on the GPU against the CPU / float64 fits
+  add_test(NAME cuda_wmf COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda_wmf.sh $<TARGET_FILE:ghfit>
+           $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/cuda_wmf)
+  set_tests_properties(cuda_wmf PROPERTIES LABELS "gpu" TIMEOUT 600 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${GHF_MPI_ENV}")

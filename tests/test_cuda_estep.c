@@ -11,7 +11,15 @@
  *   - a second parameter set through the same captured graph is right (the
  *     graph reads the staged parameters, not the captured values);
  *   - variants agree with the CPU too: direct Bessel evaluation, the bound
- *     z-range mode, the cuBLAS path forced at small d, several row chunks.
+ *     z-range mode, the cuBLAS path forced at small d, several row chunks;
+ *   - observation weights (some exactly 0): the CUDA statistics agree with
+ *     the weighted CPU backend to 1e-12, replays are bitwise repeatable, and
+ *     one call with be->weights = NULL (ghf_em_loglik_unweighted) gives the
+ *     unweighted backend's statistics bitwise, the weighting back after it;
+ *   - float32 storage (opts x32 + shift): the statistics of the float32 shard
+ *     equal those of the float64 shard of the same centred numbers to 1e-12
+ *     (bitwise expected: the kernels widen to the same doubles), on the fused
+ *     and the cuBLAS path, weighted too.
  * Run with any number of ranks; with np > 1 the last rank holds no rows. */
 #include <math.h>
 #include <stdio.h>
@@ -367,6 +375,121 @@ static void test_dim(int d, int64_t n, int size)
     free_problem(&pb);
 }
 
+/* Weights and float32 storage at dimension d (see the header). */
+static void test_weights_f32(int d, int64_t n, int size)
+{
+    problem pb;
+    if (make_problem(&pb, d, n, 5000 + (uint64_t)d, g_rank, size) != 0) {
+        CHECK(0, "could not make the problem for d=%d", d);
+        return;
+    }
+    const int len = ghf_stats_len(d);
+    const size_t m = (size_t)(pb.nrows > 0 ? pb.nrows : 1) * (size_t)d;
+    double *cpu = calloc((size_t)len, sizeof(double)), *ref = calloc((size_t)len, sizeof(double));
+    double *mag = calloc((size_t)len, sizeof(double)), *a = calloc((size_t)len, sizeof(double));
+    double *b = calloc((size_t)len, sizeof(double)), *u = calloc((size_t)len, sizeof(double));
+    double *un = calloc((size_t)len, sizeof(double)), *f = calloc((size_t)len, sizeof(double));
+    double *w = malloc(sizeof(double) * (size_t)(pb.nrows > 0 ? pb.nrows : 1));
+    float *x32 = malloc(sizeof(float) * m);
+    double *shift = malloc(sizeof(double) * (size_t)d);
+    char err[512] = "";
+    const double tol = 1e-12;
+    if (!cpu || !ref || !mag || !a || !b || !u || !un || !f || !w || !x32 || !shift) {
+        CHECK(0, "out of memory (d=%d)", d);
+        goto done;
+    }
+    /* float32-representable rows, centred as the host does: x = (double)x32 - shift */
+    for (int j = 0; j < d; j++) shift[j] = 0.1 * (j % 5) + 1.0 / 3.0;
+    for (int64_t i = 0; i < pb.nrows; i++)
+        for (int j = 0; j < d; j++) {
+            x32[i * d + j] = (float)(pb.x[i * d + j] + shift[j]);
+            pb.x[i * d + j] = (double)x32[i * d + j] - shift[j];
+        }
+    /* weights in [0, 2), every 7th row exactly 0 */
+    uint64_t s = 99 + (uint64_t)pb.row0;
+    for (int64_t i = 0; i < pb.nrows; i++) w[i] = (pb.row0 + i) % 7 == 3 ? 0.0 : 2.0 * rng_u01(&s);
+    reference(&pb, ref, mag, MPI_COMM_WORLD);
+    for (int i = 0; i < len; i++) mag[i] *= 2.0; /* weights below 2 */
+
+    ghf_backend *cb = ghf_backend_cpu_create(MPI_COMM_WORLD, pb.x, pb.nrows, d, err, sizeof err);
+    CHECK(cb != NULL, "cpu backend: %s", err);
+    if (cb) {
+        cb->weights = w;
+        run(cb, &pb, cpu);
+    }
+    ghf_cuda_opts o;
+    ghf_cuda_opts_default(&o);
+    o.reduce = size == 1 ? GHF_CUDA_REDUCE_NCCL : GHF_CUDA_REDUCE_MPI;
+
+    /* unweighted float64 CUDA statistics (for the toggle) */
+    ghf_backend *ub = make_cuda(&pb, &o);
+    if (ub) {
+        run(ub, &pb, un);
+        ub->destroy(ub);
+    }
+    /* weighted: eager first call, graph replay, one unweighted call, replay */
+    ghf_backend *wb = make_cuda(&pb, &o);
+    if (wb) {
+        wb->weights = w;
+        run(wb, &pb, a);
+        run(wb, &pb, b);
+        compare("weighted cuda vs weighted cpu", d, a, cpu, mag, tol);
+        check_bitwise("weighted: eager first call vs graph replay", d, a, b);
+        wb->weights = NULL;
+        run(wb, &pb, u);
+        check_bitwise("weighted backend, one unweighted call vs the unweighted backend", d, u, un);
+        wb->weights = w;
+        run(wb, &pb, b);
+        check_bitwise("weighted again after the unweighted call", d, a, b);
+        CHECK(fabs(a[GHF_ST_N] - cpu[GHF_ST_N]) <= 1e-12 * cpu[GHF_ST_N], "d=%d: weighted count %.17g vs %.17g", d,
+              a[GHF_ST_N], cpu[GHF_ST_N]);
+        wb->destroy(wb);
+    }
+    /* float32 storage: the same statistics as the float64 shard, on the
+     * default path and on the cuBLAS path, unweighted and weighted */
+    for (int path = 0; path < 2; path++) {
+        ghf_cuda_opts of = o;
+        of.reduce = GHF_CUDA_REDUCE_MPI;
+        if (path == 1) of.fused_dmax = 0;
+        ghf_backend *db = make_cuda(&pb, &of);
+        ghf_cuda_opts o32 = of;
+        o32.x32 = x32;
+        o32.shift = shift;
+        ghf_backend *fb = ghf_backend_cuda_create_opts(MPI_COMM_WORLD, NULL, pb.nrows, d, &o32, err, sizeof err);
+        CHECK(fb != NULL, "float32 backend (d=%d): %s", d, err);
+        if (db && fb) {
+            ghf_cuda_info info;
+            ghf_cuda_get_info(fb, &info);
+            CHECK(info.f32 == info.fused, "d=%d: float32 on the device %d (fused %d)", d, info.f32, info.fused);
+            for (int wtd = 0; wtd < 2; wtd++) {
+                db->weights = fb->weights = wtd ? w : NULL;
+                run(db, &pb, a);
+                run(fb, &pb, f);
+                run(fb, &pb, b);
+                char what[160];
+                snprintf(what, sizeof what, "float32 vs float64 shard (%s path%s)", info.fused ? "fused" : "cuBLAS",
+                         wtd ? ", weighted" : "");
+                const double e = compare(what, d, f, a, mag, tol);
+                int same = 1;
+                for (int i = 0; i < len; i++) same &= memcmp(&a[i], &f[i], sizeof(double)) == 0;
+                snprintf(what, sizeof what, "float32 (%s path%s): replay", info.fused ? "fused" : "cuBLAS",
+                         wtd ? ", weighted" : "");
+                check_bitwise(what, d, f, b);
+                if (g_rank == 0)
+                    printf("d=%3d float32 (%s path%s, on the device: %s): rel diff vs float64 %.2e%s\n", d,
+                           info.fused ? "fused" : "cuBLAS", wtd ? ", weighted" : "", info.f32 ? "float32" : "float64",
+                           e, same ? " (bitwise equal)" : "");
+            }
+        }
+        if (db) db->destroy(db);
+        if (fb) fb->destroy(fb);
+    }
+    if (cb) cb->destroy(cb);
+done:
+    free(cpu), free(ref), free(mag), free(a), free(b), free(u), free(un), free(f), free(w), free(x32), free(shift);
+    free_problem(&pb);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -386,6 +509,9 @@ int main(int argc, char **argv)
     const char *q = getenv("GHF_TEST_QUICK");
     const int64_t div = (q && q[0] == '1') ? 10 : 1;
     for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) test_dim(dims[k], rows[k] / div, size);
+    const int wdims[] = {3, 10, 64};
+    const int64_t wrows[] = {30000, 30000, 6000};
+    for (size_t k = 0; k < sizeof wdims / sizeof wdims[0]; k++) test_weights_f32(wdims[k], wrows[k] / div, size);
     int bad = g_fail, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0) printf("%s (%d failures)\n", any ? "FAILED" : "PASSED", any);

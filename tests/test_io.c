@@ -514,7 +514,8 @@ static void test_gen_errors(void)
 /* ghf_h5_read_shard_f32: a float32 dataset stays float32 (x32, x NULL) with
  * exactly the values whose widening the double read gives, also through
  * windows, dropped rows and chunked storage; other types come back in x as
- * before; ghf_shard_widen then gives the double read's bytes. */
+ * before; ghf_shard_widen then gives the double read's bytes, and so does
+ * ghf_shard_widen_keep, which keeps x32 (for the GPU) unchanged. */
 static void f32_case(const char *what, const char *name, const char *ds, int64_t w0, int drop, int is_f32)
 {
     char path[512], err[512] = "", err2[512] = "";
@@ -540,6 +541,23 @@ static void f32_case(const char *what, const char *name, const char *ds, int64_t
         CHECK(bad == 0, "%s: %" PRId64 " float32 values differ from the widened read", what, bad);
     } else {
         CHECK(b.x32 == NULL && (b.nrows == 0) == (b.x == NULL), "%s: not float32: read into x", what);
+    }
+    /* widen keeping the float32 copy (the CUDA backend's upload): the same
+     * doubles as the float64 read, and the float32 values unchanged */
+    ghf_shard c;
+    char err3[512] = "";
+    const int st3 = ghf_h5_read_shard_f32(MPI_COMM_WORLD, &o, &c, err3, sizeof err3);
+    CHECK(st3 == 0, "%s: second f32 read: %s", what, err3);
+    if (st3 == 0) {
+        float *keep = c.x32;
+        CHECK(ghf_shard_widen_keep(&c) == 0 && c.x32 == keep, "%s: widen_keep kept x32", what);
+        CHECK(m == 0 || memcmp(a.x, c.x, (size_t)m * sizeof(double)) == 0, "%s: widen_keep: bytes differ", what);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m && c.x32; i++) bad += (double)c.x32[i] != c.x[i];
+        CHECK(bad == 0, "%s: widen_keep: %" PRId64 " float32 values changed", what, bad);
+        CHECK(!is_f32 || c.nrows == 0 || c.x32 != NULL, "%s: widen_keep dropped x32", what);
+        ghf_shard_free(&c);
+        CHECK(c.x == NULL && c.x32 == NULL, "%s: free after widen_keep", what);
     }
     CHECK(ghf_shard_widen(&b) == 0 && b.x32 == NULL, "%s: widen", what);
     CHECK(m == 0 || memcmp(a.x, b.x, (size_t)m * sizeof(double)) == 0, "%s: widened bytes differ", what);

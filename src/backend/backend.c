@@ -44,8 +44,24 @@ const char *ghf_backends_compiled(void)
 #endif
 }
 
+int ghf_backend_gpu_count(void)
+{
+#ifdef GHFIT_HAVE_CUDA
+    return ghf_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
 ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *x, int64_t nrows,
                                 int d, int *status, char *err, size_t errlen)
+{
+    return ghf_backend_create_f32(comm, which, x, NULL, NULL, nrows, d, status, err, errlen);
+}
+
+ghf_backend *ghf_backend_create_f32(MPI_Comm comm, const char *which, const double *x, const float *x32,
+                                    const double *shift, int64_t nrows, int d, int *status, char *err,
+                                    size_t errlen)
 {
     *status = 0;
     int want_cuda;
@@ -94,7 +110,11 @@ ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *
                                 "--backend auto reduces the statistics through the host (MPI)\n");
             o.reduce = GHF_CUDA_REDUCE_MPI;
         }
-        be = ghf_backend_cuda_create_opts(comm, x, nrows, d, &o, err, errlen);
+        if (x32) { /* float32 on the device */
+            o.x32 = x32;
+            o.shift = shift;
+        }
+        be = ghf_backend_cuda_create_opts(comm, x32 ? NULL : x, nrows, d, &o, err, errlen);
         ok = be != NULL;
         int all_ok = ok;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
@@ -106,6 +126,9 @@ ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *
         }
         return be;
     }
+#else
+    (void)x32;
+    (void)shift;
 #endif
     be = ghf_backend_cpu_create(comm, x, nrows, d, err, errlen);
     ok = be != NULL;

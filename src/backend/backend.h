@@ -40,10 +40,13 @@ struct ghf_backend {
      * recorded in the result file (attribute `device` of each fit). */
     char device[96];
     /* Observation weights (weighted EM): NULL, or one non-negative weight per
-     * row of the shard, read at every estep() (every per-row contribution to
-     * the statistics, the count included, is multiplied by its weight; a row
-     * of weight 0 adds nothing, even where its moments are not finite).  The
-     * CPU backend only: the CUDA backend is never created with weights. */
+     * row of the shard (every per-row contribution to the statistics, the
+     * count included, is multiplied by its weight; a row of weight 0 adds
+     * nothing, even where its moments are not finite).  Set on every rank or
+     * none.  The CPU backend reads them at every estep(); the CUDA backend
+     * copies them to the device at its first estep() with weights (the array
+     * must not change afterwards); setting NULL for one call (the unweighted
+     * log-likelihood) works on both. */
     const double *weights;
     void *impl;
 };
@@ -125,6 +128,19 @@ int ghf__backend_device_plan(int *dev);
  * Returns NULL with a message (status 2 for a bad choice, 1 otherwise) in *status. */
 ghf_backend *ghf_backend_create(MPI_Comm comm, const char *which, const double *x, int64_t nrows,
                                 int d, int *status, char *err, size_t errlen);
+
+/* The same, for a shard read as float32 (x32, row-major, nrows*d) and
+ * centred on the host into x (x = (double)x32 - shift[j], the exact double
+ * subtraction): a CUDA backend keeps x32 (float32 on the device, half the
+ * bytes per iteration) and widens and centres it in registers, the same
+ * doubles as x; a CPU backend uses x.  x32 is only read during creation.
+ * x32 NULL: ghf_backend_create. */
+ghf_backend *ghf_backend_create_f32(MPI_Comm comm, const char *which, const double *x, const float *x32,
+                                    const double *shift, int64_t nrows, int d, int *status, char *err,
+                                    size_t errlen);
+
+/* Usable CUDA devices on this rank (0 without the CUDA backend). */
+int ghf_backend_gpu_count(void);
 
 /* Backends compiled into this binary, e.g. "cpu cuda". */
 const char *ghf_backends_compiled(void);

@@ -6,7 +6,14 @@
  * memory, launches the graph (the first call runs the same work eagerly as a
  * warm-up for NCCL and cuBLAS, then captures it), and waits by polling
  * cudaStreamQuery and ncclCommGetAsyncError; nothing else crosses the bus.
- * Design notes: docs/design-cuda.md. */
+ *
+ * Observation weights (be->weights) are copied to the device once, at the
+ * first weighted call, with their sums (sum w, sum w x); the graph is
+ * captured in the weighting of its first call, and a call in the other
+ * weighting (ghf_em_loglik_unweighted's one unweighted pass) runs the same
+ * work eagerly.  A float32 shard (opts x32) stays float32 on the device on
+ * the fused path (widened in registers); the cuBLAS path widens it once at
+ * upload.  Design notes: docs/design-cuda.md. */
 #ifdef GHFIT_HAVE_CUDA
 
 #include <limits.h>
@@ -51,7 +58,13 @@ typedef struct cuda_impl {
     ncclComm_t nccl;
     int failed;
     int capturing; /* enqueue() runs under stream capture */
-    /* device */
+    /* device; the shard is x (float64), or x32 (float32, fused path only) */
+    float *x32;
+    double *shift;  /* [d] the host's centring of a float32 shard (zeros otherwise) */
+    double *w, *s4w; /* weighted EM: the rows' weights, and [d + 1] sum w x, sum w */
+    const double *w_src; /* the host weights copied to w (first weighted call) */
+    int wtd;         /* this call is weighted */
+    int graph_wtd;   /* the weighting the graph was captured in */
     double *x, *pb, *stats, *part, *qpart, *s4, *bound, *q, *zw, *u, *zbuf, *consts;
     double *s6part; /* cuBLAS path: per-batch d x d partial products of s6 */
     int64_t kb;     /* rows per batch of the s6 product */
@@ -269,9 +282,9 @@ static void cuda_destroy(ghf_backend *be)
                 ncclCommAbort(im->nccl);
         }
         if (im->blas) cublasDestroy(im->blas);
-        void *dptrs[] = {im->x, im->pb, im->stats, im->part, im->qpart, im->s4, im->bound, im->q,
-                         im->zw, im->u, im->zbuf, im->consts, im->plan, im->plan_ok, im->blas_ws,
-                         im->s6part};
+        void *dptrs[] = {im->x,  im->x32, im->shift, im->w,    im->s4w,     im->pb,       im->stats,
+                         im->part, im->qpart, im->s4, im->bound, im->q,   im->zw,  im->u,
+                         im->zbuf, im->consts, im->plan, im->plan_ok, im->blas_ws, im->s6part};
         for (size_t i = 0; i < sizeof dptrs / sizeof dptrs[0]; i++)
             if (dptrs[i]) cudaFree(dptrs[i]);
         if (im->h_pb) cudaFreeHost(im->h_pb);
@@ -306,6 +319,7 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
     const size_t out_bytes = sizeof(double) * (size_t)(im->len + GHF_CU_INFO_LEN);
     const void *plan = im->use_plan ? im->plan : NULL;
     const int *plan_ok = im->use_plan ? im->plan_ok : NULL;
+    const double *wt = im->wtd ? im->w : NULL;
 
     CU(record_event(im, 0));
     CU(cudaMemcpyAsync(im->pb, im->h_pb, sizeof(double) * (size_t)ghf__cu_pb_len(d),
@@ -314,11 +328,12 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
     if (n > 0 && im->fused) {
         CU(ghf__cu_pb_to_const(im->pb, d, s));
         if (im->use_plan) {
-            if (im->o.zrange == 0) CU(ghf__cu_qmax_fused(im->x, n, d, im->pb, im->grid, im->qpart, s));
+            if (im->o.zrange == 0) CU(ghf__cu_qmax_fused(im->x, im->x32, n, d, im->pb, im->grid, im->qpart, s));
             CU(ghf__cu_plan_build(im->pb, d, im->o.zrange, im->qpart, im->grid, n, im->bound, im->plan,
                                   im->plan_ok, s));
         }
-        CU(ghf__cu_estep_fused(im->x, n, d, im->pb, plan, plan_ok, im->grid, im->o.minb, im->o.mma, im->part, s));
+        CU(ghf__cu_estep_fused(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->o.minb, im->o.mma,
+                               im->part, s));
         CU(ghf__cu_reduce(im->part, im->nent, im->grid, d, im->stats, s));
     } else if (n > 0) {
         const double *linv = im->pb + ghf__cu_pb_linv(d);
@@ -336,7 +351,7 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
             CU(ghf__cu_plan_build(im->pb, d, im->o.zrange, im->qpart, im->grid, n, im->bound, im->plan,
                                   im->plan_ok, s));
         }
-        CU(ghf__cu_estep_rows(im->q, im->zw, n, im->pb, plan, plan_ok, im->grid, im->u, im->part, s));
+        CU(ghf__cu_estep_rows(im->q, im->zw, wt, n, im->pb, plan, plan_ok, im->grid, im->u, im->part, s));
         CU(ghf__cu_reduce(im->part, GHF_CU_NSCAL, im->grid, d, im->stats, s));
         /* s5 = X^T u */
         CB(cublasDgemv(im->blas, CUBLAS_OP_T, (int)n, d, one, im->x, (int)n, im->u, 1, zero,
@@ -362,7 +377,10 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
             CU(ghf__cu_sum_s6(im->s6part, (int)(nfull + (rem > 0)), d, im->stats, s));
         }
     }
-    CU(ghf__cu_finalize(n, d, im->pb, n > 0 ? im->s4 : NULL, plan_ok, im->stats, s));
+    if (im->wtd) /* sum w x and sum w, from the copy of the weights */
+        CU(ghf__cu_finalize(n, d, im->pb, im->s4w, im->s4w + d, plan_ok, im->stats, s));
+    else
+        CU(ghf__cu_finalize(n, d, im->pb, n > 0 ? im->s4 : NULL, NULL, plan_ok, im->stats, s));
     CU(record_event(im, 1));
     if (im->o.reduce == GHF_CUDA_REDUCE_NCCL)
         NC(ncclAllReduce(im->stats, im->stats, (size_t)im->len, ncclDouble, ncclSum, im->nccl, s));
@@ -455,8 +473,36 @@ static int capture_graph(cuda_impl *im, char *err, size_t errlen)
     }
     im->graph = g;
     im->exec = ex;
+    im->graph_wtd = im->wtd;
     size_t nn = 0;
     if (cudaGraphGetNodes(g, NULL, &nn) == cudaSuccess) im->graph_nodes = (int)nn;
+    return 0;
+}
+
+/* Weighted EM: the rows' weights to the device, and their sums sum w x and
+ * sum w (constant over the fit).  Once per backend, at its first weighted
+ * call, which every rank makes together (be->weights is set on all ranks or
+ * none); all ranks agree.  The host array must not change afterwards. */
+static int upload_weights(cuda_impl *im, const double *w, char *err, size_t errlen)
+{
+    const int d = im->d;
+    const int64_t n = im->n;
+    cudaError_t e = cudaMalloc((void **)&im->w, sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&im->s4w, sizeof(double) * (size_t)(d + 1));
+    if (e == cudaSuccess && n > 0)
+        e = cudaMemcpyAsync(im->w, w, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice, im->s);
+    if (e == cudaSuccess)
+        e = ghf__cu_weighted_sums(im->x, im->x32, im->shift, im->w, n, d, im->grid, im->part, im->s4w, im->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(im->s);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        seterr(err, errlen, "CUDA: copying the observation weights to the device failed: %s", cudaGetErrorString(e));
+    }
+    if (!agree_ok(im->comm, e != cudaSuccess, err, errlen, "observation weights")) {
+        im->failed = 1;
+        return 1;
+    }
+    im->w_src = w;
     return 0;
 }
 
@@ -473,6 +519,8 @@ static int cuda_estep(ghf_backend *be, const ghf_estep_input *in, double *stats,
         seterr(err, errlen, "CUDA E-step: dimension %d does not match the shard's %d", in->d, d);
         return 1;
     }
+    im->wtd = be->weights != NULL;
+    if (im->wtd && !im->w_src && upload_weights(im, be->weights, err, errlen)) return 1;
     GHF_NVTX_PUSH("ghf cuda estep");
     /* stage this iteration's parameters (the previous launch has finished) */
     GHF_NVTX_PUSH("stage parameters");
@@ -495,7 +543,7 @@ static int cuda_estep(ghf_backend *be, const ghf_estep_input *in, double *stats,
     const double t0 = now_s();
     int rc = 0;
     GHF_NVTX_PUSH("launch");
-    if (im->exec) {
+    if (im->exec && im->graph_wtd == im->wtd) {
         const cudaError_t e = cudaGraphLaunch(im->exec, im->s);
         if (e != cudaSuccess) {
             seterr(err, errlen, "CUDA: cudaGraphLaunch failed: %s", cudaGetErrorString(e));
@@ -573,6 +621,38 @@ static void device_name(const cuda_impl *im, char *buf, size_t len)
     free(all);
 }
 
+/* A float32 shard (host, row-major) to the device in chunks, column-major:
+ * kept float32 on the fused path (x32), else widened and centred once into
+ * the float64 x of the cuBLAS path. */
+static int upload_f32(cuda_impl *im, const float *x32, char *err, size_t errlen)
+{
+    const int d = im->d;
+    const int64_t n = im->n;
+    float *tmp = NULL;
+    if (im->fused)
+        CU(cudaMalloc((void **)&im->x32, sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)d));
+    else
+        CU(cudaMalloc((void **)&im->x, sizeof(double) * (size_t)(n > 0 ? n : 1) * (size_t)d));
+    if (n == 0) return 0;
+    int64_t cm = ((int64_t)64 << 20) / ((int64_t)d * 4);
+    if (cm < 1) cm = 1;
+    if (cm > n) cm = n;
+    CU(cudaMalloc((void **)&tmp, sizeof(float) * (size_t)cm * (size_t)d));
+    for (int64_t r0 = 0; r0 < n; r0 += cm) {
+        const int64_t m = (n - r0 < cm) ? n - r0 : cm;
+        CU(cudaMemcpyAsync(tmp, x32 + (size_t)r0 * (size_t)d, sizeof(float) * (size_t)m * (size_t)d,
+                           cudaMemcpyHostToDevice, im->s));
+        CU(ghf__cu_transpose_in_f32(tmp, m, d, im->fused ? im->x32 : NULL, im->fused ? NULL : im->x, im->shift,
+                                    n, r0, im->s));
+        CU(cudaStreamSynchronize(im->s));
+    }
+    CU(cudaFree(tmp));
+    return 0;
+fail:
+    if (tmp) cudaFree(tmp);
+    return 1;
+}
+
 /* Device, buffers, shard, cuBLAS.  prefail: this rank already failed; it
  * still makes the same collective calls as the others, then fails. */
 static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, size_t errlen)
@@ -617,11 +697,28 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     CU(cudaMallocHost((void **)&im->h_pb, sizeof(double) * (size_t)ghf__cu_pb_len(d)));
     CU(cudaMallocHost((void **)&im->h_stats, out_bytes));
     memset(im->h_pb, 0, sizeof(double) * (size_t)ghf__cu_pb_len(d));
+    CU(cudaMalloc((void **)&im->shift, sizeof(double) * (size_t)d));
+    CU(cudaMemset(im->shift, 0, sizeof(double) * (size_t)d));
+    if ((im->o.x32 || im->o.x32_dev) && im->o.shift) {
+        CU(cudaMemcpy(im->shift, im->o.shift, sizeof(double) * (size_t)d, cudaMemcpyHostToDevice));
+        if (im->fused) /* the fused kernels widen in registers: the centring rides in the parameter block */
+            memcpy(im->h_pb + ghf__cu_pb_shift(d), im->o.shift, sizeof(double) * (size_t)d);
+    }
 
     /* the shard, column-major */
-    if (im->o.x_dev) {
+    if (im->o.x32_dev) {
+        im->x32 = im->o.x32_dev; /* owned from here (freed on destroy) */
+        im->o.x32_dev = NULL;
+        if (!im->fused) {
+            seterr(err, errlen, "CUDA backend: float32 data on the device need the fused path (d <= %d)",
+                   GHF_CUDA_FUSED_DMAX);
+            goto fail;
+        }
+    } else if (im->o.x_dev) {
         im->x = im->o.x_dev;
         im->o.x_dev = NULL;
+    } else if (im->o.x32) {
+        if (upload_f32(im, im->o.x32, err, errlen)) goto fail;
     } else {
         CU(cudaMalloc((void **)&im->x, xbytes));
         if (n > 0) {
@@ -647,7 +744,7 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
             CU(cudaFree(tmp));
         }
     }
-    CU(ghf__cu_shard_summary(im->x, n, d, im->grid, im->part, im->s4, im->bound, im->s));
+    CU(ghf__cu_shard_summary(im->x, im->x32, im->shift, n, d, im->grid, im->part, im->s4, im->bound, im->s));
 
     if (!im->fused) {
         int64_t ch = im->o.chunk_bytes / ((int64_t)d * 8);
@@ -743,13 +840,15 @@ ghf_backend *ghf_backend_cuda_create_opts(MPI_Comm comm, const double *x, int64_
     im->d = d;
     im->len = ghf_stats_len(d);
     im->o = *o;
-    if (!fail && (d < 1 || nrows < 0 || (nrows > 0 && !x && !o->x_dev))) {
+    if (!fail && (d < 1 || nrows < 0 || (nrows > 0 && !x && !o->x32 && !o->x_dev && !o->x32_dev))) {
         seterr(err, errlen, "CUDA backend: bad shard (%lld rows x %d)", (long long)nrows, d);
         fail = 1;
     }
-    if (fail && o->x_dev) {
-        cudaFree(o->x_dev); /* ownership was handed to us */
+    if (fail && (o->x_dev || o->x32_dev)) {
+        if (o->x_dev) cudaFree(o->x_dev); /* ownership was handed to us */
+        if (o->x32_dev) cudaFree(o->x32_dev);
         im->o.x_dev = NULL;
+        im->o.x32_dev = NULL;
     }
     /* every rank makes the same collective calls, failed or not */
     fail = setup_local(im, x, fail, err, errlen);
@@ -781,6 +880,7 @@ void ghf_cuda_get_info(const ghf_backend *be, ghf_cuda_info *info)
     const cuda_impl *im = be->impl;
     info->device = im->dev;
     info->fused = im->fused;
+    info->f32 = im->x32 != NULL;
     info->mma = im->fused && im->o.mma > 0;
     info->graph = im->exec != NULL;
     info->reduce = (int)im->o.reduce;
@@ -798,7 +898,23 @@ double *ghf_cuda_generate_device(MPI_Comm comm, int64_t n, int d, uint64_t seed,
     if (select_device(comm, &dev, &lsize, err, errlen)) return NULL;
     CU(cudaSetDevice(dev));
     CU(cudaMalloc((void **)&x, sizeof(double) * (size_t)(n > 0 ? n : 1) * (size_t)d));
-    CU(ghf__cu_generate(x, n, d, seed, 0));
+    CU(ghf__cu_generate(x, NULL, n, d, seed, 0));
+    CU(cudaDeviceSynchronize());
+    return x;
+fail:
+    if (x) cudaFree(x);
+    return NULL;
+}
+
+float *ghf_cuda_generate_device_f32(MPI_Comm comm, int64_t n, int d, uint64_t seed, char *err,
+                                    size_t errlen)
+{
+    int dev = 0, lsize = 1;
+    float *x = NULL;
+    if (select_device(comm, &dev, &lsize, err, errlen)) return NULL;
+    CU(cudaSetDevice(dev));
+    CU(cudaMalloc((void **)&x, sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)d));
+    CU(ghf__cu_generate(NULL, x, n, d, seed, 0));
     CU(cudaDeviceSynchronize());
     return x;
 fail:

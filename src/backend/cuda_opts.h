@@ -44,6 +44,17 @@ typedef struct ghf_cuda_opts {
     /* Data already on the device, column-major (x_dev[j*nrows + i]); the
      * backend takes ownership (cudaFree on destroy).  x must then be NULL. */
     double *x_dev;
+    /* The same as float32 (fused path only, d <= GHF_CUDA_FUSED_DMAX): kept
+     * float32 on the device, each load widened to double and centred by
+     * shift; owned as x_dev.  x must then be NULL. */
+    float *x32_dev;
+    /* A float32 shard on the host (nrows*d, row-major) instead of x: the
+     * backend's rows are (double)x32 - shift[j] (shift: d doubles, NULL for
+     * zeros), which is what the host's centring of the widened shard gives,
+     * bit for bit.  Kept float32 on the device on the fused path; the cuBLAS
+     * path widens it once, on the device, into its float64 copy. */
+    const float *x32;
+    const double *shift;
 } ghf_cuda_opts;
 
 /* Defaults, then the environment overrides. */
@@ -58,6 +69,7 @@ ghf_backend *ghf_backend_cuda_create_opts(MPI_Comm comm, const double *x, int64_
 typedef struct ghf_cuda_info {
     int device;        /* CUDA device ordinal used */
     int fused;         /* 1: fused kernel path; 0: cuBLAS path */
+    int f32;           /* 1: the shard is float32 on the device */
     int mma;           /* fused path: 1 tensor-core sums, 0 register sums */
     int graph;         /* graph mode */
     int reduce;        /* ghf_cuda_reduce */
@@ -73,5 +85,8 @@ void ghf_cuda_get_info(const ghf_backend *be, ghf_cuda_info *info);
  * benchmarks that need more data than the host should hold.  NULL on error. */
 double *ghf_cuda_generate_device(MPI_Comm comm, int64_t n, int d, uint64_t seed, char *err,
                                  size_t errlen);
+/* The same data rounded to float32 (for x32_dev). */
+float *ghf_cuda_generate_device_f32(MPI_Comm comm, int64_t n, int d, uint64_t seed, char *err,
+                                    size_t errlen);
 
 #endif /* GHF_BACKEND_CUDA_OPTS_H */

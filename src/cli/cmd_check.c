@@ -245,17 +245,22 @@ static void step_memory(check *c)
     double stage = 0.0, span = 0.0;
     if (strcmp(c->sample.type, "float64") != 0) stage = fmin(rows * d * c->sample.elem_size, 1073741824.0);
     int *group_of = malloc((size_t)c->n_specs * sizeof(int));
-    if (gs == 1 && c->ranks % c->G == 0 && !j->drop_nonfinite && group_of) {
+    if (gs == 1 && c->ranks % c->G == 0 && !j->drop_nonfinite && !j->weights && !j->missing_em && group_of) {
         ghf_job_assign_groups(c->specs, c->n_specs, c->G, group_of);
         for (int g = 0; g < c->G; g++) {
             int64_t lo = INT64_MAX, hi = 0;
+            int ranges = 0; /* the worker reads a span only for two or more distinct row ranges */
             for (int i = 0; i < c->n_specs; i++)
                 if (group_of[i] == g) {
+                    if (ranges && (c->specs[i].row_start != lo || c->specs[i].row_start + c->specs[i].row_len != hi))
+                        ranges = 2;
+                    else if (!ranges)
+                        ranges = 1;
                     lo = c->specs[i].row_start < lo ? c->specs[i].row_start : lo;
                     hi = c->specs[i].row_start + c->specs[i].row_len > hi ? c->specs[i].row_start + c->specs[i].row_len
                                                                           : hi;
                 }
-            const double b = hi > lo ? (double)(hi - lo) * d * 8.0 : 0.0;
+            const double b = ranges == 2 && hi > lo ? (double)(hi - lo) * d * 8.0 : 0.0;
             if (b < 2.0e9 && b > span) span = b;
         }
     }

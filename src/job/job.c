@@ -543,7 +543,6 @@ int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen)
     if (j->missing_em) {
         const char *why = j->drop_nonfinite ? "cannot be combined with --drop-nonfinite (missing: drop)"
                           : j->se ? "has no standard errors (--se, se:)"
-                          : j->backend && !strcmp(j->backend, "cuda") ? "needs the CPU backend (use --backend cpu or auto)"
                           : NULL;
         for (int i = 0; !why && i < j->n_family; i++)
             if (j->family[i] == GHF_FAMILY_GAUSS) why = "does not apply to the gauss family (a closed-form fit)";
@@ -555,11 +554,6 @@ int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen)
     if ((j->weights || j->halflife > 0.0) && j->se) {
         snprintf(err, errlen, "%s: standard errors (--se, se:) are not available for weighted fits (%s)", s,
                  j->weights ? "weights" : "halflife");
-        return 2;
-    }
-    if ((j->weights || j->halflife > 0.0) && j->backend && !strcmp(j->backend, "cuda")) {
-        snprintf(err, errlen, "%s: observation weights (%s) need the CPU backend: the CUDA backend has no weighted "
-                 "E-step (use --backend cpu or auto)", s, j->weights ? "weights" : "halflife");
         return 2;
     }
     return 0;

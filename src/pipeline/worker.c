@@ -302,19 +302,29 @@ static int arrange_missing(group_ctx *g, data_cache *dc, char *err, size_t errle
     return 0;
 }
 
-/* The backend of a weighted fit: the CPU (the CUDA backend has no weighted
- * E-step; `cuda` itself was refused with the options); auto says so once
- * where a CUDA backend is built in. */
-static const char *weighted_backend(group_ctx *g)
+/* --missing em on the CUDA backend: the complete rows run on the device, the
+ * rows with missing entries on the host (ghf_missing_estep), their
+ * statistics added to the device's; world rank 0 says so once. */
+static void missing_note(const group_ctx *g, const data_cache *dc)
 {
     static int said;
-    if (!said && g->wrank == 0 && !g->job->quiet && strstr(ghf_backends_compiled(), "cuda")) {
-        printf("ghfit: note: observation weights: the E-step runs on the CPU backend (the CUDA backend has no "
-               "weighted E-step)\n");
+    if (!said && g->wrank == 0 && !g->job->quiet && dc->has_missing && !strcmp(dc->be->name, "cuda")) {
+        printf("ghfit: note: --missing em on the CUDA backend: the complete rows run on the GPU, the rows with "
+               "missing entries on the host (CPU); their statistics are summed\n");
         fflush(stdout);
+        said = 1;
     }
-    said = 1;
-    return "cpu";
+}
+
+/* Where the backend may be CUDA (not `cpu`, and this rank has a GPU), a
+ * float32 dataset is read as float32 (to be kept float32 on the device,
+ * ghf_backend_create_f32) and widened on the host for the preparation; the
+ * float32 copy is freed once the backend exists.  Not with --missing em
+ * (its rows are rearranged on the host).  Either read makes the same
+ * collective calls, so ranks may differ here. */
+static int read_f32(const ghf_job *j)
+{
+    return (!j->backend || strcmp(j->backend, "cpu") != 0) && !j->missing_em && ghf_backend_gpu_count() > 0;
 }
 
 /* Load rows [start, start+len) on the group.  Collective over gcomm.
@@ -353,7 +363,13 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         ghf_read_opts ro = {.path = j->data_file, .dataset = j->dataset, .win_start = s->row_start, .win_len = len,
                             .drop_nonfinite = j->missing_em ? 3 : j->drop_nonfinite, .granule = GHF_ROW_BLOCK,
                             .companion = dc->w};
-        st = ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
+        st = read_f32(j) ? ghf_h5_read_shard_f32(g->gcomm, &ro, &dc->shard, err, errlen)
+                         : ghf_h5_read_shard(g->gcomm, &ro, &dc->shard, err, errlen);
+        if (st == 0 && ghf_any(g->gcomm, ghf_shard_widen_keep(&dc->shard) != 0)) {
+            snprintf(err, errlen, "out of memory (widening the float32 rows)");
+            ghf_shard_free(&dc->shard);
+            st = GHF_EXIT_RUNTIME;
+        }
         *data_bad = st == GHF_EXIT_USAGE;
         if (st && *data_bad && g->mode == GHF_PIPE_RUN) { /* name the window the rows belong to */
             char tmp[1024];
@@ -390,9 +406,15 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         return st;
     }
     const int64_t nfast = dc->has_missing ? dc->n_complete : dc->data.nrows; /* the backend's rows */
-    dc->be = ghf_backend_create(g->gcomm, dc->w || dc->has_missing ? weighted_backend(g) : j->backend, dc->data.x,
-                                nfast, dc->data.d, &st, err, errlen);
+    /* float32 on the device: the shard's float32 copy and the centring (the
+     * data were not rescaled: float32 values never need it) */
+    const float *x32 = dc->shard.x32 && dc->data.scale_log2 == 0 ? dc->shard.x32 : NULL;
+    dc->be = ghf_backend_create_f32(g->gcomm, j->backend, dc->data.x, x32, dc->data.shift, nfast, dc->data.d, &st,
+                                    err, errlen);
+    free(dc->shard.x32); /* only read while the backend was created */
+    dc->shard.x32 = NULL;
     if (dc->be) dc->be->weights = wuse;
+    if (dc->be) missing_note(g, dc);
     if (dc->be && dc->has_missing) {
         const int d = dc->data.d;
         dc->miss = ghf_missing_create(dc->data.x + (size_t)nfast * d, wuse ? wuse + nfast : NULL,
@@ -474,21 +496,24 @@ static int resume_lookup(const ghf_ckpt *resume, const ghf_fit_spec *specs, cons
     return 0;
 }
 
-/* One-rank groups read every row their unfinished fits need at once. */
+/* One-rank groups whose unfinished fits need more than one row range read
+ * every row those fits need at once. */
 static void preload_span(group_ctx *g, data_cache *dc, const ghf_fit_spec *specs, const int *mine, int n_mine,
                          const int *done_k)
 {
     const ghf_job *j = g->job;
     if (g->gsize != 1 || j->drop_nonfinite || j->weights || j->missing_em || n_mine == 0) return;
     int64_t lo = INT64_MAX, hi = 0;
-    int need = 0;
+    int need = 0, windows = 0; /* windows: 2 once two distinct row ranges are needed */
     for (int q = 0; q < n_mine; q++) {
         const ghf_fit_spec *s = &specs[mine[q]];
         if (done_k[q] >= 0) continue;
+        if (need && (s->row_start != lo || s->row_start + s->row_len != hi)) windows = 2;
         need = 1;
         if (s->row_start < lo) lo = s->row_start;
         if (s->row_start + s->row_len > hi) hi = s->row_start + s->row_len;
     }
+    if (windows < 2) return; /* one row range: the window cache holds it, a span would be a second copy */
     int64_t n0;
     int d0;
     char e2[512];
