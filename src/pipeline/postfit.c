@@ -174,22 +174,14 @@ static int fit_risk(post *q, int i, const ghf_fit_record *r, const ghf_fit_law *
     return st;
 }
 
-/* loglik of the law on rows sh (a copy: ghf_score_loglik may write into it) */
+/* loglik of the law on rows sh */
 static int loglik_of(const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, double *ll, int64_t *n,
                      char *err, size_t errlen)
 {
     *ll = NAN, *n = 0;
     if (!sh || sh->nrows == 0) return 0;
-    ghf_shard c = *sh;
-    c.x = malloc((size_t)sh->nrows * sh->d * sizeof(double));
-    if (!c.x) {
-        snprintf(err, errlen, "eval of fit %s: out of memory", law->name);
-        return 1;
-    }
-    memcpy(c.x, sh->x, (size_t)sh->nrows * sh->d * sizeof(double));
-    const int st = ghf_score_loglik(MPI_COMM_SELF, law, fam, &c, ll, n, err, errlen);
-    free(c.x);
-    return st ? 1 : 0;
+    ghf_shard c = *sh; /* the rows are left as they are (spend_x = 0) */
+    return ghf_score_loglik(MPI_COMM_SELF, law, fam, &c, 0, ll, n, err, errlen) ? 1 : 0;
 }
 
 #define POST_GOF_PIT_MAX 2000000 /* as `ghfit gof`: PITs kept when n * (d + 1) is at most this */
