@@ -13,6 +13,13 @@
  * --weights 1 times the weighted E-step (observation weights 0.5 .. 2,
  * not all 1: the weighted kernels run).
  *
+ * --eval 1 also times `ghfit eval`'s computation on the same rows and law
+ * (ghf_score_loglik: the per-row arrays, the backend, the pass, the sums;
+ * not the reading and writing) in R rounds of one E-step and one eval, and
+ * prints the median ratio eval / E-step (issue 11: at most one E-step).
+ * Built against an older ghfit that has ghf_score_loglik (before spend_x),
+ * define GHF_BENCH_HAVE_EVAL too.
+ *
  * --path ref selects the scalar reference path of the per-row work
  * (ghf_backend_cpu_tune_path), --small-d the largest d of the plain-loop
  * kernels (BLAS above).
@@ -39,6 +46,10 @@
 #endif
 #include "model.h"
 #include "sample.h"
+#if !defined(GHF_BENCH_BEFORE) || defined(GHF_BENCH_HAVE_EVAL)
+#define BENCH_EVAL 1
+#include "score.h"
+#endif
 
 static double cpu_now(void)
 {
@@ -99,7 +110,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     int64_t N = 1000000;
-    int d = 10, reps = 15, ref = 0, plan = -1, small_d = -1, weighted = 0;
+    int d = 10, reps = 15, ref = 0, plan = -1, small_d = -1, weighted = 0, eval = 0;
     double p = -1.5, a = 2.0, b = 1.0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--n")) N = (int64_t)atof(argv[i + 1]);
@@ -110,6 +121,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--b")) b = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--small-d")) small_d = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--weights")) weighted = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "--eval")) eval = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "--path")) ref = !strcmp(argv[i + 1], "ref");
         else if (!strcmp(argv[i], "--plan")) plan = !strcmp(argv[i + 1], "on") ? 1 : !strcmp(argv[i + 1], "off") ? 0 : -1;
         else {
@@ -159,6 +171,52 @@ int main(int argc, char **argv)
         wall[r] = tt[0];
         cpu[r] = tt[1];
     }
+    double ev_wall = 0.0, ev_cpu = 0.0, ev_ll = 0.0, ev_rw = 0.0, ev_rc = 0.0;
+#ifdef BENCH_EVAL
+    if (eval) { /* `ghfit eval` on the same rows and law, alternating with E-steps */
+        ghf_fit_law law;
+        memset(&law, 0, sizeof law);
+        snprintf(law.name, sizeof law.name, "bench");
+        snprintf(law.family, sizeof law.family, "gh");
+        law.d = d, law.mu = t.mu, law.gamma = t.gamma, law.sigma = t.sigma, law.p = t.p, law.a = t.a, law.b = t.b;
+        ghf_shard sh;
+        memset(&sh, 0, sizeof sh);
+        sh.d = d, sh.nrows = n, sh.n_global = N, sh.row0 = r0;
+        /* eval spends its rows (their memory takes its results): a copy per round, made before the clock */
+        double *xc = malloc((size_t)(n > 0 ? n : 1) * d * sizeof(double));
+        int64_t nobs = 0;
+        /* rounds of one E-step and one eval each (the same load on both), ratios per round */
+        double *ew = malloc((size_t)reps * sizeof(double)), *ec = malloc((size_t)reps * sizeof(double));
+        double *rw = malloc((size_t)reps * sizeof(double)), *rc = malloc((size_t)reps * sizeof(double));
+        for (int r = 0; r < reps; r++) {
+            double tt[4];
+            memcpy(xc, x, (size_t)n * d * sizeof(double));
+            sh.x = xc;
+            for (int k = 0; k < 2; k++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                const double w0 = MPI_Wtime(), c0 = cpu_now();
+                if (k == 0)
+                    be->estep(be, &in, st, err, sizeof err);
+#ifdef GHF_BENCH_BEFORE /* before ghf_score_loglik took spend_x (it scored a copy of the rows) */
+                else if (ghf_score_loglik(MPI_COMM_WORLD, &law, GHF_FAMILY_GH, &sh, &ev_ll, &nobs, err, sizeof err))
+#else
+                else if (ghf_score_loglik(MPI_COMM_WORLD, &law, GHF_FAMILY_GH, &sh, 1, &ev_ll, &nobs, err, sizeof err))
+#endif
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                tt[2 * k] = MPI_Wtime() - w0;
+                tt[2 * k + 1] = cpu_now() - c0;
+            }
+            MPI_Allreduce(MPI_IN_PLACE, tt, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            ew[r] = tt[2], ec[r] = tt[3];
+            rw[r] = tt[2] / tt[0], rc[r] = tt[3] / tt[1];
+        }
+        ev_wall = median(ew, reps);
+        ev_cpu = median(ec, reps);
+        ev_rw = median(rw, reps);
+        ev_rc = median(rc, reps);
+        free(ew), free(ec), free(rw), free(rc), free(xc);
+    }
+#endif
     /* the memory floor: one streaming pass over the shard (a sum of every element) */
     double *rd = malloc((size_t)reps * sizeof(double)), sink = 0.0;
     for (int r = 0; r < reps; r++) {
@@ -191,6 +249,10 @@ int main(int argc, char **argv)
 #endif
     const double rd_ms = 1e3 * median(rd, reps);
     floor_ms = fp_ms > rd_ms ? fp_ms : rd_ms;
+    if (rank == 0 && eval)
+        printf("eval N=%lld d=%d ranks=%d: wall %.2f ms, cpu %.2f ms (median of %d); eval / E-step (median "
+               "over rounds of one each): wall %.2f, cpu %.2f; loglik %.17g\n",
+               (long long)N, d, np, 1e3 * ev_wall, 1e3 * ev_cpu, reps, ev_rw, ev_rc, ev_ll);
     if (rank == 0) {
         printf("estep N=%lld d=%d ranks=%d path=%s plan=%d%s: wall %.2f ms, cpu %.2f ms (median of %d); "
                "ll %.17g; read x once %.2f ms%s\n",

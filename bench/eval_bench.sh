@@ -13,6 +13,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-$here/build}; N=${2:-1000000}; D=${3:-10}; NP=${4:-2}; IT=${5:-10}
 G=$B/ghfit; H=$B/h5get
 . "$here/scripts/mpienv.sh"
+# one OpenMP thread per rank unless told otherwise (ranks x threads must not
+# oversubscribe the cores)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 W=$B/work/bench_eval; mkdir -p "$W"
 data=$W/gh_${N}_${D}.h5
 [ -f "$data" ] || mpirun -np $NP "$G" generate --model gh --dim $D --n $N --seed 7 --p -1.5 --a 2 --b 1 --out "$data" >/dev/null

@@ -136,6 +136,9 @@ static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *la
     if (attr_str(g, "status", law->status, sizeof law->status) != 0) law->status[0] = '\0';
     if (ghf__attr_read_f64(g, "loglik", &law->loglik) != 0) law->loglik = NAN;
     if (ghf__attr_read_i64(g, "n_obs", &law->n_obs) != 0) law->n_obs = -1;
+    int64_t sym = 0;
+    law->symmetric = ghf__attr_read_i64(g, "symmetric", &sym) == 0 && sym != 0;
+    if (ghf__attr_read_f64(g, "p_fixed", &law->p_fixed) != 0) law->p_fixed = NAN;
     law->d = (int)d;
     law->mu = calloc((size_t)d, sizeof(double));
     law->gamma = calloc((size_t)d, sizeof(double));

@@ -390,6 +390,8 @@ typedef struct ghf_fit_law {
     double p, a, b;
     double loglik;
     int64_t n_obs;
+    int symmetric;   /* attribute symmetric (0 when absent) */
+    double p_fixed;  /* attribute p_fixed: the GIG index held fixed, NaN when free or absent */
 } ghf_fit_law;
 
 /* Serial, any process.  name NULL or "": the file must hold exactly one fit.

@@ -358,8 +358,9 @@ static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_p
             return 2;
         }
     }
+    const int keep = o->drop_nonfinite == 2; /* kept as they are: nothing to count (the same on every rank) */
 #pragma omp parallel for schedule(static) reduction(+ : nbad) reduction(min : first)
-    for (int64_t i = 0; i < nrows; i++) {
+    for (int64_t i = 0; i < (keep ? 0 : nrows); i++) {
         const int ok = mode3 ? row_class_missing(x, esz, i, d) == 0 : row_finite(x, esz, i, d);
         if (!ok) {
             nbad++;
@@ -367,8 +368,10 @@ static int finish_nonfinite(MPI_Comm comm, const ghf_read_opts *o, const shard_p
         }
     }
     int64_t loc[1] = {nbad}, glob_bad = 0, glob_first = INT64_MAX;
-    MPI_Allreduce(loc, &glob_bad, 1, MPI_INT64_T, MPI_SUM, comm);
-    MPI_Allreduce(&first, &glob_first, 1, MPI_INT64_T, MPI_MIN, comm);
+    if (!keep) {
+        MPI_Allreduce(loc, &glob_bad, 1, MPI_INT64_T, MPI_SUM, comm);
+        MPI_Allreduce(&first, &glob_first, 1, MPI_INT64_T, MPI_MIN, comm);
+    }
 
     sh->d = d;
     sh->file_dtype_bits = (sp->info.cls == 0) ? 8 * es : (es <= 4 ? 32 : 64);

@@ -1,5 +1,6 @@
 # Using a fitted law (issue 11): `ghfit eval` on every family and 1-4 ranks,
 # and `ghfit sample` (reproducibility, a refit recovers the law).
+ghf_unit_test(NAME test_score_pass SOURCES tests/test_score_pass.c LABELS score TIMEOUT 120)
 add_test(NAME eval_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/eval.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/eval_families)
 set_tests_properties(eval_families PROPERTIES LABELS "mpi;score" TIMEOUT 900 PROCESSORS 2

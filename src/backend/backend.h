@@ -56,13 +56,40 @@ struct ghf_backend {
 ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrows, int d,
                                     char *err, size_t errlen);
 
-/* `ghfit eval`: one estep() pass of a CPU backend (collective; the same
- * per-row arithmetic and the same summed statistics) that also leaves, for
- * each of the rank's rows i, q = |L^-1 (x_i - mu)|^2, log f(x_i), E[Y|x_i]
- * and E[1/Y|x_i] in q[i], ll[i], ey[i], einvy[i] (all four arrays of nrows
- * doubles; rows with a non-finite result keep what the arithmetic gave). */
-int ghf_backend_cpu_rows(ghf_backend *be, const ghf_estep_input *in, double *q, double *ll, double *ey,
-                         double *einvy, double *stats, char *err, size_t errlen);
+/* `ghfit eval` (collective): the per-row values of the E-step's arithmetic
+ * without its statistics, in two passes over sub-blocks of GHF_SCORE_BLOCK
+ * rows.  The first leaves q[i] = |L^-1 (x_i - mu)|^2 for each of the rank's
+ * rows (and, with zw, nrows doubles of scratch, (L^-1 (x_i - mu)).w in
+ * zw[i]); a row holding a non-finite value gets flag[i] = 1 (flag is not
+ * otherwise written) and the values of x_i = mu.  The second calls fn (not
+ * NULL) for every sub-block, in the thread that computed it: with zw, the rows' log
+ * f(x_i), E[Y|x_i], E[1/Y|x_i] (the Bessel plan built for the largest q
+ * over all ranks, so that every row's values depend on its row only) in
+ * the block's ll, ey, einvy (the thread's scratch, valid during the call;
+ * rows with a non-finite result keep what the arithmetic gave); without
+ * zw, the quadratic forms only (ll, ey, einvy NULL; nothing collective).
+ * Every rank passes zw or none.  fn is called only once x has been read
+ * for the last time (the caller may put what it keeps in x's memory) and
+ * may change q and flag of its block.  Returns 0, or 1 (message in err). */
+#define GHF_SCORE_BLOCK 256
+typedef struct ghf_score_block {
+    int64_t bi, r0;       /* sub-block bi: rows r0 = bi GHF_SCORE_BLOCK .. r0 + nb - 1 */
+    int nb;               /* GHF_SCORE_BLOCK but for the last */
+    double *q;            /* q + r0 */
+    double *ll, *ey, *einvy; /* [nb] scratch, or NULL */
+    unsigned char *flag;  /* flag + r0 */
+} ghf_score_block;
+typedef void (*ghf_score_fn)(void *ctx, const ghf_score_block *b);
+int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q, double *zw, unsigned char *flag,
+                          ghf_score_fn fn, void *ctx, char *err, size_t errlen);
+/* dst[0..n) = src[0..n), with non-temporal stores where dst is 16-byte
+ * aligned (for results read back only after a pass over many rows: no
+ * read-for-ownership of their cache lines).  A thread's streamed stores are
+ * ordered before what follows by ghf__stream_fence(), which
+ * ghf_backend_cpu_score calls in every thread at the end of each pass (fn's
+ * copies included). */
+void ghf__stream_copy(double *dst, const double *src, int n);
+void ghf__stream_fence(void);
 
 /* Tests: plain loops for d <= small_d_max (else BLAS; at most 32), and the
  * Bessel plan: -1 auto (when the shard pays for it), 0 never, 1 always. */

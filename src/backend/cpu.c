@@ -12,6 +12,11 @@
  * ranks, so the statistics have the same bits whatever the number of
  * threads and ranks (shards start at multiples of the block). */
 #include <cblas.h>
+#include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -27,6 +32,7 @@
 #define CPU_BLOCK GHF_CPU_BLOCK
 #define CPU_UNIT GHF_ROW_BLOCK
 _Static_assert(GHF_ROW_BLOCK % GHF_CPU_BLOCK == 0, "cpu_block.h and xreduce.h agree on the blocks");
+_Static_assert(GHF_SCORE_BLOCK == GHF_CPU_BLOCK, "backend.h and cpu_block.h agree on the blocks");
 #define CPU_SMALL_D GHF_CPU_SMALL_D
 /* per-thread scratch (doubles, a multiple of 8): two blocks of rows (d + 3
  * columns), eight row vectors, the s6 tiles' accumulators */
@@ -46,7 +52,7 @@ typedef struct cpu_impl {
     int small_d;   /* d up to which plain loops replace BLAS */
     int plan_mode; /* -1 auto, 0 never, 1 always */
     int ref_path;  /* 1: the per-row moments by the scalar reference (ghf_estep_point) */
-    double xnorm_max;   /* largest row norm over all ranks */
+    double xnorm_max;   /* largest row norm over all ranks; < 0: not yet known (the first estep finds it) */
     double *tstats;     /* [nthreads][len] a block's partial sums */
     ghf_xsum *txs;      /* [nthreads][len] the blocks' partials, added exactly */
     double *tbuf;       /* [nthreads][CPU_TBUF(d)] */
@@ -54,9 +60,6 @@ typedef struct cpu_impl {
     ghf_bessel_fplan *fplan; /* the plan folded with the per-row log and exps */
     int plan_avx2; /* evaluate the plan with ghf_bessel_plan_eval_avx2 (same bits) */
     const ghf_cpu_kernels *k; /* the block kernels for this CPU's instruction set */
-    /* ghf_backend_cpu_rows: where the pass also leaves each row's q, log f,
-     * E[Y|x] and E[1/Y|x] (NULL: not kept) */
-    double *row_q, *row_ll, *row_v, *row_u;
     const double *w; /* the rows' weights during an estep (be->weights), or NULL */
 } cpu_impl;
 
@@ -176,12 +179,6 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
         c->k->moments_ref(bs, qv, zwv, nb, ub, vb, lb, llb);
     else
         c->k->moments_vec(bs, qv, zwv, nb, ub, vb, lb, llb);
-    if (c->row_ll) { /* ghf_backend_cpu_rows: the rows' own values, before row_sums zeroes u where not finite */
-        memcpy(c->row_q + r0, qv, (size_t)nb * sizeof(double));
-        memcpy(c->row_ll + r0, llb, (size_t)nb * sizeof(double));
-        memcpy(c->row_v + r0, vb, (size_t)nb * sizeof(double));
-        memcpy(c->row_u + r0, ub, (size_t)nb * sizeof(double));
-    }
     const double *wt = c->w ? c->w + r0 : NULL;
     double *wpad = ux; /* weighted, small d: the weights padded with zeros to the last group of eight */
     if (wt) acc[GHF_ST_N] += block_weigh(wt, nb, ub, vb, lb, llb, zwv, wpad);
@@ -202,21 +199,16 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
         block_sums_blas(d, xb, nb, ub, wb, s4, s5, s6, wt);
 }
 
-/* The plan (and its folded form) for this iteration's order over a range of
- * Bessel arguments from global quantities only (so every rank builds the
- * same pieces): q = |L^-1 (x - mu)|^2 <= |L^-1|_F^2 (max|x| + |mu|)^2.
- * Pieces lie on a fixed grid; arguments outside the built pieces fall back
- * to direct evaluation.  Returns 1 if the plan is used. */
-static int cpu_build_plan(cpu_impl *c, const ghf_estep_input *in)
+/* The plan (and its folded form) for this iteration's order over the Bessel
+ * arguments of q in [0, qmax], qmax a global quantity (so every rank builds
+ * the same pieces).  Pieces lie on a fixed grid (a piece's values do not
+ * depend on the range); arguments outside the built pieces fall back to
+ * direct evaluation.  Returns 1 if the plan is used. */
+static int cpu_build_plan_q(cpu_impl *c, const ghf_estep_input *in, double qmax)
 {
-    const int d = c->d;
     const ghf_estep_consts *kc = &in->c;
     if (c->n_global <= 0 || c->plan_mode == 0) return 0;
-    double lf = 0.0, mu2 = 0.0;
-    for (int i = 0; i < d * d; i++) lf += in->linv[i] * in->linv[i];
-    for (int j = 0; j < d; j++) mu2 += in->mu[j] * in->mu[j];
-    const double r = c->xnorm_max + sqrt(mu2);
-    const double zmax = ghf_estep_arg(kc, lf * r * r);
+    const double zmax = ghf_estep_arg(kc, qmax);
     double zmin = ghf_estep_arg(kc, 0.0);
     /* b = 0 (vg): z = sqrt(A q) reaches 0 at mu; the plan covers the top 30
      * octaves and the rows below them (q < 2^-60 of the bound) are evaluated
@@ -241,12 +233,40 @@ static int cpu_build_plan(cpu_impl *c, const ghf_estep_input *in)
     return 1;
 }
 
+/* The E-step's plan: q = |L^-1 (x - mu)|^2 <= |L^-1|_F^2 (max|x| + |mu|)^2. */
+static int cpu_build_plan(cpu_impl *c, const ghf_estep_input *in)
+{
+    const int d = c->d;
+    double lf = 0.0, mu2 = 0.0;
+    for (int i = 0; i < d * d; i++) lf += in->linv[i] * in->linv[i];
+    for (int j = 0; j < d; j++) mu2 += in->mu[j] * in->mu[j];
+    const double r = c->xnorm_max + sqrt(mu2);
+    return cpu_build_plan_q(c, in, lf * r * r);
+}
+
+/* Collective: the largest row norm over all ranks (it bounds the Bessel
+ * arguments of every E-step), once, at the first estep. */
+static void cpu_xnorm(cpu_impl *c)
+{
+    const int d = c->d;
+    double xm = 0.0;
+#pragma omp parallel for schedule(static) reduction(max : xm) num_threads(c->nthreads)
+    for (int64_t i = 0; i < c->nrows; i++) {
+        double r2 = 0.0;
+        for (int j = 0; j < d; j++) r2 += c->x[i * d + j] * c->x[i * d + j];
+        xm = fmax(xm, r2);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, c->comm);
+    c->xnorm_max = sqrt(xm);
+}
+
 static int cpu_estep(ghf_backend *be, const ghf_estep_input *in, double *stats, char *err,
                      size_t errlen)
 {
     cpu_impl *c = be->impl;
     const int d = c->d, len = c->len;
     const int64_t nunit = (c->nrows + CPU_UNIT - 1) / CPU_UNIT;
+    if (c->xnorm_max < 0.0) cpu_xnorm(c);
     const double t0 = MPI_Wtime();
     c->w = be->weights;
     const int use_plan = cpu_build_plan(c, in);
@@ -330,15 +350,7 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
         cpu_destroy(be);
         return NULL;
     }
-    /* the largest row norm over all ranks bounds the Bessel arguments */
-    double xm = 0.0;
-    for (int64_t i = 0; i < nrows; i++) {
-        double r2 = 0.0;
-        for (int j = 0; j < d; j++) r2 += x[i * d + j] * x[i * d + j];
-        xm = fmax(xm, r2);
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, comm);
-    c->xnorm_max = sqrt(xm);
+    c->xnorm_max = -1.0; /* found by the first estep (ghf_backend_cpu_score does not need it) */
     c->n_global = nrows;
     MPI_Allreduce(MPI_IN_PLACE, &c->n_global, 1, MPI_INT64_T, MPI_SUM, comm);
     return be;
@@ -353,17 +365,145 @@ oom:
     return NULL;
 }
 
-int ghf_backend_cpu_rows(ghf_backend *be, const ghf_estep_input *in, double *q, double *ll, double *ey,
-                         double *einvy, double *stats, char *err, size_t errlen)
+/* ---------------------------------------------------------------------------
+ * `ghfit eval`: the rows' own values, without the statistics
+ * ------------------------------------------------------------------------- */
+
+/* dst[0..n) = src[0..n) with non-temporal stores where dst is 16-byte
+ * aligned (the pass's arrays are read back only after the whole pass: no
+ * read-for-ownership of their lines) */
+void ghf__stream_fence(void)
+{
+#ifdef __SSE2__
+    _mm_sfence();
+#endif
+}
+
+void ghf__stream_copy(double *dst, const double *src, int n)
+{
+#ifdef __SSE2__
+    if (((uintptr_t)dst & 15) == 0) {
+        int i = 0;
+        for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+        for (; i < n; i++) dst[i] = src[i];
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof(double));
+}
+
+/* rows in sub-block bi */
+static int score_nb(const cpu_impl *c, int64_t bi)
+{
+    const int64_t r0 = bi * CPU_BLOCK;
+    return (int)(r0 + CPU_BLOCK <= c->nrows ? CPU_BLOCK : c->nrows - r0);
+}
+
+static int row_is_finite(const double *xi, int d)
+{
+    int ok = 1;
+    for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
+    return ok;
+}
+
+/* First pass, one sub-block: q and zw of its rows (the E-step's kernels) to
+ * q[] and zwo[] (NULL: not kept); a row with a non-finite value (its q is never finite) is
+ * flagged 1 and gets q = zw = 0 (the values of x = mu).  Returns the largest
+ * finite q of the rows not flagged. */
+static double score_block_q(const cpu_impl *c, const ghf_estep_input *in, int64_t bi, double *wb, double *q,
+                            double *zwo, unsigned char *flag)
+{
+    const int d = c->d;
+    const int64_t r0 = bi * CPU_BLOCK;
+    const int nb = score_nb(c, bi);
+    const double *xb = c->x + (size_t)r0 * d;
+    double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
+    double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK;
+    if (d <= c->small_d) {
+        const int64_t r1 = r0 + CPU_BLOCK;
+        const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
+        c->k->pack(d, xb, nb, xT);
+        c->k->qzw(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
+    } else {
+        block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
+    }
+    double qm = 0.0;
+    for (int i = 0; i < nb; i++) {
+        if (!isfinite(qv[i]) && !row_is_finite(xb + (size_t)i * d, d)) {
+            flag[r0 + i] = 1;
+            qv[i] = zwv[i] = 0.0;
+        }
+        qm = qv[i] > qm && qv[i] <= DBL_MAX ? qv[i] : qm; /* not NaN, nor inf (a finite row's overflow) */
+    }
+    ghf__stream_copy(q + r0, qv, nb);
+    if (zwo) ghf__stream_copy(zwo + r0, zwv, nb);
+    return qm;
+}
+
+/* Second pass, one sub-block: the moments from q and zw into the thread's
+ * scratch (ll, E[Y|x], E[1/Y|x], E[log Y|x] not kept), then fn. */
+static void score_block_moments(const cpu_impl *c, const ghf_cpu_bessel *bs, int64_t bi, double *wb,
+                                double *q, const double *zw, unsigned char *flag, ghf_score_fn fn, void *ctx)
+{
+    const int64_t r0 = bi * CPU_BLOCK;
+    const int nb = score_nb(c, bi);
+    double *ll = wb, *v = wb + CPU_BLOCK, *u = wb + 2 * CPU_BLOCK, *lb = wb + 3 * CPU_BLOCK;
+    if (c->ref_path)
+        c->k->moments_ref(bs, q + r0, zw + r0, nb, u, v, lb, ll);
+    else
+        c->k->moments_vec(bs, q + r0, zw + r0, nb, u, v, lb, ll);
+    const ghf_score_block b = {bi, r0, nb, q + r0, ll, v, u, flag + r0};
+    fn(ctx, &b);
+}
+
+int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q, double *zw, unsigned char *flag,
+                          ghf_score_fn fn, void *ctx, char *err, size_t errlen)
 {
     cpu_impl *c = be->impl;
-    c->row_q = q;
-    c->row_ll = q && ll && ey && einvy ? ll : NULL; /* all four kept, or none */
-    c->row_v = ey;
-    c->row_u = einvy;
-    const int rc = cpu_estep(be, in, stats, err, errlen);
-    c->row_q = c->row_ll = c->row_v = c->row_u = NULL;
-    return rc;
+    const int d = c->d;
+    const int64_t nblk = (c->nrows + CPU_BLOCK - 1) / CPU_BLOCK;
+    const int moments = zw != NULL;
+    double qmax = 0.0;
+#pragma omp parallel num_threads(c->nthreads) reduction(max : qmax)
+    {
+        double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
+#pragma omp for schedule(static)
+        for (int64_t bi = 0; bi < nblk; bi++) {
+            const double m = score_block_q(c, in, bi, wb, q, zw, flag);
+            qmax = m > qmax ? m : qmax;
+        }
+        ghf__stream_fence(); /* this thread's streamed q and zw, before the other threads read them */
+    }
+    /* x is not read from here on */
+    if (!moments) {
+#pragma omp parallel num_threads(c->nthreads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t bi = 0; bi < nblk; bi++) {
+                const ghf_score_block b = {bi, bi * CPU_BLOCK, score_nb(c, bi), q + bi * CPU_BLOCK, NULL, NULL, NULL,
+                                           flag + bi * CPU_BLOCK};
+                fn(ctx, &b);
+            }
+            ghf__stream_fence(); /* fn's streamed stores */
+        }
+        return 0;
+    }
+    if (MPI_Allreduce(MPI_IN_PLACE, &qmax, 1, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS) {
+        snprintf(err, errlen, "the all-reduce of the rows' largest quadratic form failed");
+        return 1;
+    }
+    const int use_plan = cpu_build_plan_q(c, in, qmax);
+    be->last_used_plan = use_plan;
+    const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL, use_plan && !c->ref_path ? c->fplan : NULL,
+                               c->plan_avx2};
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
+#pragma omp for schedule(static)
+        for (int64_t bi = 0; bi < nblk; bi++) score_block_moments(c, &bs, bi, wb, q, zw, flag, fn, ctx);
+        ghf__stream_fence(); /* fn's streamed stores */
+    }
+    return 0;
 }
 
 void ghf_backend_cpu_tune(ghf_backend *be, int small_d_max, int plan_mode)

@@ -1,4 +1,4 @@
-/* cpu_block.h - the CPU E-step's work on one block of rows (private to src/backend).
+/* cpu_block.h - the CPU E-step's work on one block of rows (src/backend's, and src/em/em_missing.c's for the rows with missing coordinates).
  *
  * A block is GHF_CPU_BLOCK (256) consecutive rows of a shard (a quarter of
  * an exact-sum block, GHF_ROW_BLOCK); every kernel computes each row's

@@ -1,7 +1,9 @@
 /* cmd_gof.c - `ghfit gof`: goodness of fit of a fitted law on a data set:
  * per-margin PITs with KS/AD/CvM and QQ tables, and the PIT of the radial
  * statistic (src/law/gof.h).  The ranks read shards, rank 0 gathers them and
- * computes (OpenMP), rank 0 writes the file (temp file, then rename). */
+ * computes (OpenMP); with --bootstrap B every rank refits its share of the
+ * replicates (src/pipeline/gofboot.h); rank 0 writes the file (temp file,
+ * then rename). */
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -11,9 +13,11 @@
 
 #include "agree.h"
 #include "commands.h"
+#include "em.h"
 #include "family.h"
 #include "ghf_version.h"
 #include "gof.h"
+#include "gofboot.h"
 #include "h5io.h"
 #include "iocheck.h"
 #include "score.h"
@@ -25,6 +29,10 @@ typedef struct gof_opts {
     const char *model, *data, *dataset, *out;
     int Q, drop, quiet;
     int64_t nexact, nknots;
+    int B;          /* --bootstrap (0: none) */
+    int64_t seed;   /* --seed */
+    double tol;     /* --tol: the refits' EM tolerance */
+    int max_iter;   /* --max-iter */
 } gof_opts;
 
 static void gof_usage(FILE *f)
@@ -40,20 +48,29 @@ static void gof_usage(FILE *f)
             "  --drop-nonfinite           drop rows holding NaN or inf (default: they are an error)\n"
             "  --exact-max N              PITs exact for every row up to N rows (default 20000); beyond,\n"
             "  --knots K                  exact at K order statistics (default 4096) and interpolated\n"
-            "  --quiet                    no summary line\n"
-            "p-values are asymptotic and treat the fitted parameters as known.\n"
+            "  --bootstrap B              also parametric-bootstrap p-values (*_p_boot): B draws of N rows\n"
+            "                             from the fit, each refitted (same family, symmetric, fixed p) and\n"
+            "                             checked again; the replicates are spread over the ranks\n"
+            "  --seed S                   seed of the bootstrap draws (default 1; the result does not depend on P)\n"
+            "  --tol T, --max-iter M      the refits' EM tolerance and iteration cap (default 1e-10, 5000)\n"
+            "  --quiet                    no summary line, no progress\n"
+            "ks_p, ad_p, cvm_p are asymptotic and treat the fitted parameters as known; the *_p_boot\n"
+            "p-values of --bootstrap account for the fit.\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
 static int gof_parse(int argc, char **argv, gof_opts *o, int rank)
 {
-    enum { O_MODEL = 256, O_DATA, O_DATASET, O_OUT, O_QQ, O_DROP, O_EXACT, O_KNOTS, O_QUIET, O_HELP };
+    enum { O_MODEL = 256, O_DATA, O_DATASET, O_OUT, O_QQ, O_DROP, O_EXACT, O_KNOTS, O_QUIET, O_HELP, O_BOOT, O_SEED,
+           O_TOL, O_MAXIT };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},   {"data", required_argument, 0, O_DATA},
         {"dataset", required_argument, 0, O_DATASET}, {"out", required_argument, 0, O_OUT},
         {"qq", required_argument, 0, O_QQ},          {"drop-nonfinite", no_argument, 0, O_DROP},
         {"exact-max", required_argument, 0, O_EXACT}, {"knots", required_argument, 0, O_KNOTS},
         {"quiet", no_argument, 0, O_QUIET},          {"help", no_argument, 0, O_HELP},
+        {"bootstrap", required_argument, 0, O_BOOT}, {"seed", required_argument, 0, O_SEED},
+        {"tol", required_argument, 0, O_TOL},        {"max-iter", required_argument, 0, O_MAXIT},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -80,6 +97,30 @@ static int gof_parse(int argc, char **argv, gof_opts *o, int rank)
         case O_KNOTS:
             if (ghf_parse_int64(optarg, &o->nknots) || o->nknots < 16 || o->nknots > 10000000) {
                 ghf_error0("--knots: '%s' is not an integer in [16, 1e7]", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_BOOT:
+            if (ghf_parse_int(optarg, &o->B) || o->B < 1 || o->B > GHF_GOF_BOOT_MAX) {
+                ghf_error0("--bootstrap: '%s' is not an integer in [1, %d]", optarg, GHF_GOF_BOOT_MAX);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_SEED:
+            if (ghf_parse_int64(optarg, &o->seed) || o->seed < 0) {
+                ghf_error0("--seed: '%s' is not a non-negative integer", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_TOL:
+            if (ghf_parse_double(optarg, &o->tol) || !(o->tol > 0.0 && o->tol < 1.0)) {
+                ghf_error0("--tol: '%s' is not a number in (0, 1)", optarg);
+                return GHF_EXIT_USAGE;
+            }
+            break;
+        case O_MAXIT:
+            if (ghf_parse_int(optarg, &o->max_iter) || o->max_iter < 1) {
+                ghf_error0("--max-iter: '%s' is not a positive integer", optarg);
                 return GHF_EXIT_USAGE;
             }
             break;
@@ -139,7 +180,7 @@ static void gof_progress(const char *what, int done, int total)
 
 /* Rank 0: the file.  0 or 1. */
 static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const ghf_gof_result *r,
-                     int64_t n_dropped, int size, char *err, size_t errlen)
+                     const ghf_gof_boot *bt, int64_t n_dropped, int size, char *err, size_t errlen)
 {
     const int64_t d = law->d, Q = in->Q, n = (int64_t)in->n;
     char method[256];
@@ -149,7 +190,7 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
                  "interpolated: exact cdf at %lld order statistics (and the 32 extreme ones at each end), Steffen's "
                  "monotone cubic in between",
                  (long long)o->nknots);
-    const ghf_h5_attr at[] = {
+    ghf_h5_attr at[20] = {
         {"model_file", GHF_H5_ATTR_STR, o->model, 0, 0},
         {"fit_name", GHF_H5_ATTR_STR, law->name, 0, 0},
         {"family", GHF_H5_ATTR_STR, law->family, 0, 0},
@@ -166,68 +207,101 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
          "asymptotic (KS: Kolmogorov's limit with Stephens' correction; AD: Marsaglia & Marsaglia 2004; CvM: "
          "Anderson & Darling 1952), with the fitted parameters taken as known",
          0, 0}};
-    const ghf_gof_stat *rs = &r->radial;
-    const char *pd = "per margin j: the PIT u_ij = F_j(x_ij) of its fitted marginal law";
-    ghf_h5_array a[20];
-    int k = 0;
-#define ARR(nm, rk, d0, d1, d2, v, ds) a[k++] = (ghf_h5_array){nm, rk, {d0, d1, d2}, v, ds}
-    ARR("margins/ks", 1, d, 0, 0, r->ks, "Kolmogorov-Smirnov D_n of each margin's PITs [d]");
-    ARR("margins/ad", 1, d, 0, 0, r->ad, "Anderson-Darling A^2 of each margin's PITs [d]");
-    ARR("margins/cvm", 1, d, 0, 0, r->cvm, "Cramer-von Mises W^2 of each margin's PITs [d]");
-    ARR("margins/ks_p", 1, d, 0, 0, r->ks_p, "asymptotic p-value of ks (parameters taken as known) [d]");
-    ARR("margins/ad_p", 1, d, 0, 0, r->ad_p, "asymptotic p-value of ad (parameters taken as known) [d]");
-    ARR("margins/cvm_p", 1, d, 0, 0, r->cvm_p, "asymptotic p-value of cvm (parameters taken as known) [d]");
-    ARR("margins/qq", 3, d, Q, 2, r->qq,
-        "[d][Q][2]: (model quantile, sample quantile) at probabilities (i - 0.5)/Q; sample: R's type 7");
-    ARR("radial/ks", 0, 0, 0, 0, &rs->ks, "Kolmogorov-Smirnov D_n of the PITs of q = (x-mu)' Sigma^-1 (x-mu)");
-    ARR("radial/ad", 0, 0, 0, 0, &rs->ad, "Anderson-Darling A^2 of the radial PITs");
-    ARR("radial/cvm", 0, 0, 0, 0, &rs->cvm, "Cramer-von Mises W^2 of the radial PITs");
-    ARR("radial/ks_p", 0, 0, 0, 0, &rs->ks_p, "asymptotic p-value of radial/ks");
-    ARR("radial/ad_p", 0, 0, 0, 0, &rs->ad_p, "asymptotic p-value of radial/ad");
-    ARR("radial/cvm_p", 0, 0, 0, 0, &rs->cvm_p, "asymptotic p-value of radial/cvm");
-    ARR("radial/qq", 2, Q, 2, 0, r->rqq, "[Q][2]: (model quantile, sample quantile) of q at (i - 0.5)/Q");
-    if (r->pit) {
-        ARR("margins/pit", 2, n, d, 0, r->pit, pd);
-        ARR("radial/pit", 1, n, 0, 0, r->rpit, "the PIT of each row's radial statistic q under the fit");
+    int na = 13;
+    if (bt) {
+        at[na++] = (ghf_h5_attr){"bootstrap", GHF_H5_ATTR_I64, NULL, 0, bt->B};
+        at[na++] = (ghf_h5_attr){"seed", GHF_H5_ATTR_I64, NULL, 0, bt->seed};
+        at[na++] = (ghf_h5_attr){"bootstrap_failed", GHF_H5_ATTR_I64, NULL, 0, bt->n_failed};
+        at[na++] = (ghf_h5_attr){"bootstrap_tol", GHF_H5_ATTR_F64, NULL, o->tol, 0};
+        if (bt->why[0]) at[na++] = (ghf_h5_attr){"bootstrap_note", GHF_H5_ATTR_STR, bt->why, 0, 0};
     }
-#undef ARR
+    ghf_gof_names nm;
+    ghf_h5_array a[GHF_GOF_MAX_ARRAYS];
+    const int k = ghf_gof_arrays("", d, Q, n, r, bt, &nm, a);
     const ghf_out_meta meta = {.version = GHFIT_VERSION, .git_commit = GHFIT_GIT_COMMIT,
                                .command_line = ghf_command_line(), .n_ranks = size};
-    return ghf_h5_write_arrays(o->out, &meta, "gof", (int)(sizeof at / sizeof at[0]), at, k, a, err, errlen);
+    return ghf_h5_write_arrays(o->out, &meta, "gof", na, at, k, a, err, errlen);
 }
 
-/* Rank 0: compute and write.  0, 1 or 2. */
-static int gof_rank0(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, const double *x, int64_t n,
-                     int64_t n_dropped, int size, char *err, size_t errlen)
+/* Rank 0: the observed statistics into r.  0, 1 or 2. */
+static int gof_observe(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, ghf_gof_result *r,
+                       char *err, size_t errlen)
 {
-    if (n < 2) {
-        snprintf(err, errlen, "%s:%s: %lld finite rows; gof needs at least 2", o->data, o->dataset, (long long)n);
+    if (in->n < 2) {
+        snprintf(err, errlen, "%s:%s: %lld finite rows; gof needs at least 2", o->data, o->dataset, (long long)in->n);
         return 2;
     }
-    const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
-                              law->b, x, (size_t)n, o->Q, (size_t)o->nexact, (size_t)o->nknots,
-                              n * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n > 200000) ? gof_progress : NULL};
-    ghf_gof_result r;
-    double t0 = MPI_Wtime();
-    int st = ghf_gof_compute(&in, &r, err, errlen);
+    int st = ghf_gof_compute(in, r, err, errlen);
     if (st == 2) {
         char e2[1024];
         snprintf(e2, sizeof e2, "%s:/fits/%s: %s", o->model, law->name, err);
         snprintf(err, errlen, "%s", e2);
     }
-    if (st) return st;
-    double t1 = MPI_Wtime();
-    st = gof_write(o, law, &in, &r, n_dropped, size, err, errlen);
-    if (!st && !o->quiet) {
-        double kmin = 1.0;
-        for (int j = 0; j < law->d; j++) kmin = fmin(kmin, r.ks_p[j]);
-        ghf_print0("wrote %s: %lld rows under %s:/fits/%s (%s, d = %d): smallest margin KS p %.3g, radial KS p "
-                   "%.3g (AD p %.3g); PITs %s (max error %.1e); %.2f s\n",
-                   o->out, (long long)n, o->model, law->name, law->family, law->d, kmin, r.radial.ks_p,
-                   r.radial.ad_p, r.exact ? "exact" : "interpolated", r.pit_err, t1 - t0);
-        if (r.n_eacc) ghf_note0("gof: %d QQ model quantiles missed their tolerance", r.n_eacc);
+    return st;
+}
+
+/* Rank 0: write and say so.  0 or 1. */
+static int gof_finish(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const ghf_gof_result *r,
+                      const ghf_gof_boot *bt, int64_t n_dropped, int size, double secs, char *err, size_t errlen)
+{
+    const int st = gof_write(o, law, in, r, bt, n_dropped, size, err, errlen);
+    if (st || o->quiet) return st;
+    double kmin = 1.0;
+    for (int j = 0; j < law->d; j++) kmin = fmin(kmin, r->ks_p[j]);
+    ghf_print0("wrote %s: %lld rows under %s:/fits/%s (%s, d = %d): smallest margin KS p %.3g, radial KS p "
+               "%.3g (AD p %.3g); PITs %s (max error %.1e); %.2f s\n",
+               o->out, (long long)in->n, o->model, law->name, law->family, law->d, kmin, r->radial.ks_p,
+               r->radial.ad_p, r->exact ? "exact" : "interpolated", r->pit_err, secs);
+    if (bt) {
+        double bmin = bt->n_ok > 0 ? 1.0 : NAN;
+        for (int j = 0; bt->n_ok > 0 && j < law->d; j++)
+            bmin = fmin(bmin, fmin(bt->ks_p[j], fmin(bt->ad_p[j], bt->cvm_p[j])));
+        ghf_print0("bootstrap: %d of %d replicates refitted (seed %lld, %lld EM iterations): smallest margin p_boot "
+                   "%.3g, radial KS/AD/CvM p_boot %.3g %.3g %.3g\n",
+                   bt->n_ok, bt->B, (long long)bt->seed, (long long)bt->iters, bmin, bt->rks_p, bt->rad_p,
+                   bt->rcvm_p);
     }
-    ghf_gof_result_free(&r);
+    if (bt && bt->n_failed)
+        ghf_note0("gof: %d of %d bootstrap replicates failed and were left out (first: %s)", bt->n_failed, bt->B,
+                  bt->why);
+    if (r->n_eacc) ghf_note0("gof: %d QQ model quantiles missed their tolerance", r->n_eacc);
+    return st;
+}
+
+/* Collective: the rows on rank 0 (all, n_all), observed statistics, the
+ * bootstrap, the file.  The exit status (agreed). */
+static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, const double *all, int64_t n_all,
+                   int64_t n_dropped, char *err, size_t errlen)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
+                              law->b, all, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
+                              n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL};
+    ghf_gof_result r;
+    memset(&r, 0, sizeof r);
+    const double t0 = MPI_Wtime();
+    int st = ghf_agree(MPI_COMM_WORLD, rank == 0 ? gof_observe(o, law, &in, &r, err, errlen) : 0, err, errlen);
+    ghf_gof_boot bt;
+    memset(&bt, 0, sizeof bt);
+    if (!st && o->B > 0) {
+        ghf_gof_refit m;
+        ghf_gof_refit_of_law(law, fam, o->tol, o->max_iter, &m);
+        if (!o->quiet)
+            ghf_print0("gof: bootstrap: %d replicates of %lld rows, refitting %s on %d rank%s\n", o->B,
+                       (long long)n_all, law->family, size, size == 1 ? "" : "s");
+        st = ghf_gof_bootstrap(MPI_COMM_WORLD, law, &m, n_all, &in, &r, o->B, o->seed, !o->quiet, NULL, NULL, &bt, err,
+                               errlen);
+    }
+    if (!st) {
+        const int s0 = rank == 0 ? gof_finish(o, law, &in, &r, o->B > 0 ? &bt : NULL, n_dropped, size,
+                                              MPI_Wtime() - t0, err, errlen)
+                                 : 0;
+        st = ghf_agree(MPI_COMM_WORLD, s0, err, errlen);
+    }
+    ghf_gof_result_free(&r); /* zeros on the other ranks */
+    ghf_gof_boot_free(&bt);
     return st;
 }
 
@@ -236,7 +310,7 @@ int ghf_cmd_gof(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    gof_opts o = {NULL, NULL, "/X", NULL, 200, 0, 0, 20000, 4096};
+    gof_opts o = {NULL, NULL, "/X", NULL, 200, 0, 0, 20000, 4096, 0, 1, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER};
     int st = gof_parse(argc, argv, &o, rank);
     if (st) return st < 0 ? GHF_EXIT_OK : st;
     char file[4096], name[64], err[8192] = "";
@@ -271,10 +345,7 @@ int ghf_cmd_gof(int argc, char **argv)
     }
     if (!st) st = ghf_agree(MPI_COMM_WORLD, gof_gather(MPI_COMM_WORLD, &sh, d, &all, &n_all, err, sizeof err), err,
                             sizeof err);
-    if (!st) {
-        int s0 = rank == 0 ? gof_rank0(&o, &law, fam, all, n_all, sh.n_dropped, size, err, sizeof err) : 0;
-        st = ghf_agree(MPI_COMM_WORLD, s0, err, sizeof err);
-    }
+    if (!st) st = gof_run(&o, &law, fam, all, n_all, sh.n_dropped, err, sizeof err);
     if (st) ghf_error0("%s", err);
     free(all);
     ghf_shard_free(&sh);

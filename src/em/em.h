@@ -40,6 +40,9 @@ typedef struct ghf_missing ghf_missing;
 ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows, int d);
 void ghf_missing_free(ghf_missing *m);
 int64_t ghf_missing_rows(const ghf_missing *m);
+/* Tests: scalar = 1 sends every row through the per-row scalar path (the
+ * one d > GHF_CPU_SMALL_D takes) instead of the block kernels. */
+void ghf_missing_tune(ghf_missing *m, int scalar);
 /* Collective: adds the rows' statistics at t (the marginal law of each row's
  * observed coordinates; the conditional moments of the missing ones given Y
  * and the observed ones; weighted by w when weighted is set) to stats

@@ -10,6 +10,7 @@
 
 #include "agree.h"
 #include "bessel_plan.h"
+#include "cpu_block.h"
 #include "em.h"
 #include "xreduce.h"
 
@@ -17,6 +18,7 @@ typedef struct pattern {
     int64_t first, count; /* rows order[first .. first + count) */
     int no, nm;           /* observed, missing coordinates */
     int *io, *im;         /* their indices */
+    double rmax;          /* the largest |x_O| of its rows (bounds their Bessel arguments) */
 } pattern;
 
 struct ghf_missing {
@@ -28,6 +30,8 @@ struct ghf_missing {
     pattern *pat;
     int npat;
     int *idx; /* the patterns' index lists */
+    const ghf_cpu_kernels *k; /* the CPU backend's block kernels for this CPU */
+    int scalar;               /* ghf_missing_tune: the per-row path for every d */
 };
 
 static const double *g_sort_x; /* qsort's context: the rows, d columns */
@@ -71,6 +75,7 @@ ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows,
     m->w = w;
     m->nrows = nrows;
     m->d = d;
+    m->k = ghf__cpu_kernels();
     m->order = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(int64_t));
     if (!m->order) goto oom;
     for (int64_t i = 0; i < nrows; i++) m->order[i] = i;
@@ -105,11 +110,19 @@ ghf_missing *ghf_missing_create(const double *x, const double *w, int64_t nrows,
                 if (isnan(xi[j])) p->im[p->nm++] = j;
         }
         m->pat[k].count++;
+        double r2 = 0.0;
+        for (int j = 0; j < d; j++) r2 += isnan(xi[j]) ? 0.0 : xi[j] * xi[j];
+        m->pat[k].rmax = fmax(m->pat[k].rmax, sqrt(r2));
     }
     return m;
 oom:
     ghf_missing_free(m);
     return NULL;
+}
+
+void ghf_missing_tune(ghf_missing *m, int scalar)
+{
+    if (m) m->scalar = scalar ? 1 : 0;
 }
 
 int64_t ghf_missing_rows(const ghf_missing *m)
@@ -123,6 +136,7 @@ int64_t ghf_missing_rows(const ghf_missing *m)
 typedef struct pat_work {
     ghf_params sub;
     ghf_derived g;
+    double zmax; /* a bound on the Bessel arguments of the pattern's rows */
     double *B, *bvec, *C, *si; /* [nm*no], [nm], [nm*nm], [no*no] Sigma_OO^-1 */
 } pat_work;
 
@@ -140,6 +154,12 @@ static int pat_setup(const pattern *p, const ghf_params *t, pat_work *pw)
     pw->sub.b = t->b;
     pw->g.d = no;
     if (ghf_derive(&pw->sub, &pw->g) != 0) return -1;
+    /* q = |L^-1 (x_O - mu_O)|^2 <= |L^-1|_F^2 (|x_O| + |mu_O|)^2 */
+    double lf = 0.0, mu2 = 0.0;
+    for (int a = 0; a < no * no; a++) lf += pw->g.Linv[a] * pw->g.Linv[a];
+    for (int a = 0; a < no; a++) mu2 += pw->sub.mu[a] * pw->sub.mu[a];
+    const double rb = p->rmax + sqrt(mu2);
+    pw->zmax = ghf_estep_arg(&pw->g.c, lf * rb * rb);
     /* Sigma_OO^-1 = Linv^T Linv */
     for (int a = 0; a < no; a++)
         for (int b = 0; b < no; b++) {
@@ -234,8 +254,10 @@ static int row_stats(const ghf_missing *m, const pattern *p, const pat_work *pw,
     return 1;
 }
 
-/* rows per work unit: its partial sums (row order) are added exactly */
+/* rows per work unit: its partial sums (row order) are added exactly; one
+ * block of the CPU backend's kernels */
 #define MISS_CHUNK 256
+_Static_assert(MISS_CHUNK <= GHF_CPU_BLOCK, "a work unit is one block of the kernels");
 
 /* acc[len] (s6: lower triangle) added exactly to xs */
 static void acc_flush(int d, const double *acc, ghf_xsum *xs)
@@ -267,21 +289,141 @@ static size_t pat_work_len(const pattern *p)
     return 4 * (size_t)p->no * p->no + 3 * (size_t)p->no + (size_t)p->nm * p->no + p->nm + (size_t)p->nm * p->nm;
 }
 
+/* ---- the block path (d <= GHF_CPU_SMALL_D): the CPU backend's kernels on
+ * a work unit's rows, eight at a time (src/backend/cpu_block.h) ---- */
+
+/* doubles of a thread's scratch for the block path */
+static size_t blk_scratch_len(int d)
+{
+    return 2 * (size_t)MISS_CHUNK * ghf__cpu_pack_stride(d) + 8 * (size_t)MISS_CHUNK +
+           (size_t)ghf__cpu_sums_scratch(d) + (size_t)d;
+}
+
+/* The unit's rows packed (xF), their observed columns packed (xO), and
+ * their q and zw */
+static void blk_qzw(const ghf_missing *m, const pattern *p, const pat_work *pw, int64_t pos0, int nb, double *xF,
+                    double *xO, double *q, double *zw)
+{
+    const int d = m->d, no = p->no, dp = ghf__cpu_pack_stride(d), dpo = ghf__cpu_pack_stride(no);
+    m->k->pack(d, m->xs + (size_t)pos0 * d, nb, xF);
+    for (int g = 0; g < (nb + 7) / 8; g++) {
+        const double *src = xF + (size_t)g * 8 * dp;
+        double *dst = xO + (size_t)g * 8 * dpo;
+        for (int a = 0; a < no; a++) memcpy(dst + 8 * a, src + 8 * p->io[a], 8 * sizeof(double));
+        for (int a = no; a < dpo; a++) memset(dst + 8 * a, 0, 8 * sizeof(double));
+    }
+    m->k->qzw(no, xO, nb, pw->sub.mu, pw->g.Linv, pw->g.w, q, zw, NULL, 0);
+}
+
+/* The unit's packed rows (xF) completed by their conditional means given
+ * Y = 0: x_M = mu_M + B (x_O - mu_O), eight rows at a time (the padding
+ * rows stay 0) */
+static void blk_complete(const pattern *p, const pat_work *pw, const ghf_params *t, int nb, double *xF)
+{
+    const int d = t->d, no = p->no, nm = p->nm, dp = ghf__cpu_pack_stride(d);
+    for (int g = 0; g < (nb + 7) / 8; g++) {
+        double *xg = xF + (size_t)g * 8 * dp;
+        const int nr = nb - 8 * g < 8 ? nb - 8 * g : 8;
+        for (int r = 0; r < nm; r++) {
+            const double *br = pw->B + (size_t)r * no;
+            double s[8];
+            for (int i = 0; i < 8; i++) s[i] = t->mu[p->im[r]];
+            for (int a = 0; a < no; a++) {
+                const double *xa = xg + 8 * p->io[a], ma = t->mu[p->io[a]], ba = br[a];
+                for (int i = 0; i < 8; i++) s[i] += ba * (xa[i] - ma);
+            }
+            for (int i = 0; i < 8; i++) xg[8 * p->im[r] + i] = i < nr ? s[i] : 0.0;
+        }
+    }
+}
+
+/* The terms of E[x | y, x_O] = cv + ev y beyond cv (ev = bvec on the
+ * missing coordinates) and of the conditional covariance C, from the unit's
+ * sums: S4c = sum w cv (before these terms), swv = sum w v, sw = sum w (the
+ * rows with finite moments). */
+static void blk_missing_terms(int d, const pattern *p, const pat_work *pw, double swv, double sw, double *acc)
+{
+    double *s4 = acc + GHF_ST_S4, *s5 = acc + ghf_stats_s5(d), *s6 = acc + ghf_stats_s6(d);
+    double S4c[GHF_CPU_SMALL_D];
+    memcpy(S4c, s4, (size_t)d * sizeof(double));
+    for (int r = 0; r < p->nm; r++) {
+        const int j = p->im[r];
+        const double e = pw->bvec[r];
+        s4[j] += e * swv;
+        s5[j] += e * sw;
+        for (int k = 0; k < d; k++) { /* cv_j ev_k + ev_j cv_k, lower triangle: the pair (j, k) */
+            const int hi = j > k ? j : k, lo = j > k ? k : j;
+            s6[(size_t)hi * d + lo] += (k == j ? 2.0 : 1.0) * e * S4c[k];
+        }
+        for (int s2 = 0; s2 < p->nm; s2++) {
+            const int k = p->im[s2];
+            if (k <= j) s6[(size_t)j * d + k] += e * pw->bvec[s2] * swv + pw->C[r * p->nm + s2] * sw;
+        }
+    }
+}
+
+/* One unit (nb rows of pattern p from sorted position pos0, weights wt or
+ * NULL) in one pass over its rows: q and zw, the moments (the folded plan
+ * where it covers the rows), the per-row sums, and the x x^T-type sums of
+ * the completed rows, into acc (zeroed by the caller). */
+static void blk_unit(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                     const ghf_cpu_bessel *bs, const double *wt, int64_t pos0, int nb, double *sc, double *acc)
+{
+    const int d = m->d, dp = ghf__cpu_pack_stride(d);
+    double *xP = sc, *xO = xP + (size_t)MISS_CHUNK * dp, *q = xO + (size_t)MISS_CHUNK * dp;
+    double *qzw = q + MISS_CHUNK, *u = qzw + MISS_CHUNK, *v = u + MISS_CHUNK, *l = v + MISS_CHUNK;
+    double *ll = l + MISS_CHUNK, *zw = ll + MISS_CHUNK, *wf = zw + MISS_CHUNK, *tacc = wf + MISS_CHUNK;
+    blk_qzw(m, p, pw, pos0, nb, xP, xO, q, qzw);
+    if (bs->fplan) m->k->moments_vec(bs, q, qzw, nb, u, v, l, ll);
+    else m->k->moments_ref(bs, q, qzw, nb, u, v, l, ll);
+    double sw8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, swf8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < nb; i++) {
+        const double w = wt ? wt[i] : 1.0;
+        const int z = w == 0.0;
+        const int ok = isfinite(u[i]) && isfinite(v[i]) && isfinite(l[i]) && isfinite(ll[i]);
+        u[i] = z ? 0.0 : u[i] * w;
+        v[i] = z ? 0.0 : v[i] * w;
+        l[i] = z ? 0.0 : l[i] * w;
+        ll[i] = z ? 0.0 : ll[i] * w;
+        zw[i] = z ? 0.0 : qzw[i] * w;
+        wf[i] = ok ? w : 0.0;
+        sw8[i & 7] += w;
+        swf8[i & 7] += wf[i];
+    }
+    for (int i = nb; i % 8; i++) wf[i] = 0.0;
+    const double sw = ((sw8[0] + sw8[1]) + (sw8[2] + sw8[3])) + ((sw8[4] + sw8[5]) + (sw8[6] + sw8[7]));
+    const double swf = ((swf8[0] + swf8[1]) + (swf8[2] + swf8[3])) + ((swf8[4] + swf8[5]) + (swf8[6] + swf8[7]));
+    double rs[6]; /* s1 s2 s3 ll bad zwa */
+    m->k->row_sums(nb, u, v, l, ll, zw, rs);
+    acc[GHF_ST_N] += sw;
+    acc[GHF_ST_S1] += rs[0];
+    acc[GHF_ST_S2] += rs[1];
+    acc[GHF_ST_S3] += rs[2];
+    acc[GHF_ST_LL] += rs[3];
+    acc[GHF_ST_NBAD] += rs[4];
+    acc[GHF_ST_ZWABS] += rs[5];
+    blk_complete(p, pw, t, nb, xP);
+    m->k->sums(d, xP, nb, u, wf, acc + GHF_ST_S4, acc + ghf_stats_s5(d), acc + ghf_stats_s6(d), tacc);
+    blk_missing_terms(d, p, pw, rs[1], swf, acc);
+}
+
 /* patterns' scratch per batch: at most this many doubles (32 MiB) beyond one pattern */
 #define MISS_BATCH_DOUBLES ((size_t)4 << 20)
 
 /* per batch: the Bessel plans, one per number of observed coordinates
- * (the posterior order p - |O|/2), over the range of the rows' arguments,
- * where enough rows share the order to pay for them (as the CPU backend) */
+ * (the posterior order p - |O|/2), over a bound on the range of the rows'
+ * arguments (from the patterns' largest |x_O|, as the CPU backend's from the
+ * largest |x|), where enough rows share the order to pay for them */
 typedef struct order_plans {
     ghf_bessel_plan *plan; /* [d + 1] */
+    ghf_bessel_fplan *fplan; /* [d + 1] the plans folded with the per-row log and exps (block path; else NULL) */
     int *use;              /* [d + 1] */
     double *zmin, *zmax;   /* [d + 1] */
     int64_t *rows;         /* [d + 1] */
 } order_plans;
 
 static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k1, const pat_work *pw,
-                        const double *zv, int nt, order_plans *op)
+                        const int *bad, int nt, order_plans *op)
 {
     const int d = m->d;
     for (int o = 0; o <= d; o++) {
@@ -290,141 +432,182 @@ static void build_plans(const ghf_missing *m, const ghf_params *t, int k0, int k
         op->rows[o] = 0;
         op->use[o] = 0;
     }
-    for (int k = k0; k < k1; k++) {
+    for (int k = k0; k < k1; k++) { /* the range from bounds: the rows are read once, afterwards */
         const pattern *p = &m->pat[k];
-        if (pw[k].g.c.A == 0.0) continue; /* the Student t face: no Bessel function */
+        if (bad[k] || pw[k].g.c.A == 0.0) continue; /* the Student t face: no Bessel function */
         op->rows[p->no] += p->count;
-        for (int64_t r = 0; r < p->count; r++) {
-            const double z = zv[p->first + r];
-            if (z > 0.0 && z < op->zmin[p->no]) op->zmin[p->no] = z;
-            if (z > op->zmax[p->no]) op->zmax[p->no] = z;
-        }
+        const double z0 = ghf_estep_arg(&pw[k].g.c, 0.0);
+        if (z0 > 0.0 && z0 < op->zmin[p->no]) op->zmin[p->no] = z0;
+        if (pw[k].zmax > op->zmax[p->no] || !isfinite(pw[k].zmax)) op->zmax[p->no] = pw[k].zmax;
     }
     for (int o = 1; o <= d; o++) {
         if (op->rows[o] < 64 || !(op->zmax[o] > 0.0) || !isfinite(op->zmax[o])) continue;
         double zmin = op->zmin[o];
-        if (!(zmin > 0.0) || zmin < ldexp(op->zmax[o], -30)) zmin = ldexp(op->zmax[o], -30);
+        if (!(zmin > 0.0) || !isfinite(zmin) || zmin < ldexp(op->zmax[o], -30)) zmin = ldexp(op->zmax[o], -30);
         ghf_bessel_plan *pl = &op->plan[o];
         if (ghf_bessel_plan_setup(pl, t->p - 0.5 * o, zmin, op->zmax[o]) != 0) continue;
         const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
         if ((int64_t)nn * 4 > op->rows[o]) continue;
+        if (op->fplan) ghf_bessel_fplan_setup(&op->fplan[o], pl);
 #pragma omp parallel num_threads(nt)
         {
 #pragma omp for schedule(dynamic, 4)
             for (int i = 0; i < nn; i++) ghf_bessel_plan_node(pl, i);
 #pragma omp for schedule(static)
-            for (int i = 0; i < np; i++) ghf_bessel_plan_finish_piece(pl, i);
+            for (int i = 0; i < np; i++) {
+                if (op->fplan) ghf_bessel_fplan_fold(&op->fplan[o], pl, i); /* reads the node values */
+                ghf_bessel_plan_finish_piece(pl, i);
+            }
         }
         op->use[o] = 1;
+    }
+}
+
+/* one work unit: rows [r0, r1) of pattern k */
+typedef struct miss_unit {
+    int k;
+    int64_t r0, r1;
+} miss_unit;
+
+/* One unit, scalar path (large d): the rows one by one into acc */
+static void unit_scalar(const ghf_missing *m, const pattern *p, const pat_work *pw, const ghf_params *t,
+                        const ghf_bessel_plan *pl, const double *wt, int64_t pos0, int nb, double *cv, double *acc)
+{
+    const ghf_estep_consts *c = &pw->g.c;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = m->xs + (pos0 + i) * m->d;
+        const double w = wt ? wt[i] : 1.0;
+        if (w == 0.0) continue;
+        double q, zw;
+        row_qzw(p, pw, t, xi, &q, &zw);
+        const double z = ghf_estep_arg(c, q);
+        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, z) : ghf_bessel_fused(c->P, z);
+        const ghf_point pt = ghf_estep_point(c, q, zw, bk);
+        if (!row_stats(m, p, pw, t, xi, w, zw, pt, cv, acc)) acc[GHF_ST_NBAD] += 1.0;
+    }
+}
+
+/* the E-step's scratch */
+typedef struct miss_work {
+    int nt, len, blk; /* threads, statistics, the block path (d <= GHF_CPU_SMALL_D) */
+    size_t tl;        /* doubles per thread: acc [len], then the path's scratch */
+    ghf_xsum *xs;     /* [nt][len] */
+    double *tacc;     /* [nt][tl] */
+    double *buf;      /* the patterns' scratch (a batch) */
+    pat_work *pw;
+    int *bad;
+    miss_unit *unit;
+    order_plans op;
+} miss_work;
+
+static void miss_work_free(miss_work *w)
+{
+    free(w->xs), free(w->tacc), free(w->buf), free(w->pw), free(w->bad), free(w->unit);
+    free(w->op.plan), free(w->op.fplan), free(w->op.use), free(w->op.zmin), free(w->op.rows);
+}
+
+/* 0, or 1 when out of memory */
+static int miss_work_alloc(const ghf_missing *m, int d, miss_work *w)
+{
+    const int npat = m ? m->npat : 0;
+    const int64_t nr = m ? m->nrows : 0;
+    memset(w, 0, sizeof *w);
+    w->nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    w->len = ghf_stats_len(d);
+    w->blk = d <= GHF_CPU_SMALL_D && !(m && m->scalar);
+    w->tl = ((size_t)w->len + (w->blk ? blk_scratch_len(d) : 2 * (size_t)d) + 7) & ~(size_t)7;
+    w->xs = malloc((size_t)w->nt * (size_t)w->len * sizeof(ghf_xsum));
+    w->tacc = aligned_alloc(64, (size_t)w->nt * w->tl * sizeof(double));
+    size_t need = 0; /* the patterns' scratch: all of it, or a batch's */
+    for (int k = 0; k < npat && need < MISS_BATCH_DOUBLES; k++) need += pat_work_len(&m->pat[k]);
+    need = need < MISS_BATCH_DOUBLES ? need : MISS_BATCH_DOUBLES;
+    w->buf = malloc((need + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
+    w->pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
+    w->bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
+    w->unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * sizeof(miss_unit));
+    w->op.plan = malloc((size_t)(d + 1) * sizeof(ghf_bessel_plan));
+    w->op.fplan = w->blk ? malloc((size_t)(d + 1) * sizeof(ghf_bessel_fplan)) : NULL;
+    w->op.use = calloc((size_t)(d + 1), sizeof(int));
+    w->op.zmin = malloc((size_t)(d + 1) * 2 * sizeof(double));
+    w->op.zmax = w->op.zmin ? w->op.zmin + d + 1 : NULL;
+    w->op.rows = malloc((size_t)(d + 1) * sizeof(int64_t));
+    return !w->xs || !w->tacc || !w->buf || !w->pw || !w->bad || !w->unit || !w->op.plan ||
+           (w->blk && !w->op.fplan) || !w->op.use || !w->op.zmin || !w->op.rows;
+}
+
+/* The patterns k0 .. k1 - 1 (their scratch fits in buf), into the threads' exact sums */
+static void miss_batch(const ghf_missing *m, const ghf_params *t, int weighted, int k0, int k1, int64_t nu,
+                       miss_work *w)
+{
+    const int d = t->d, len = w->len;
+#pragma omp parallel for num_threads(w->nt) schedule(dynamic, 1)
+    for (int k = k0; k < k1; k++) w->bad[k] = pat_setup(&m->pat[k], t, &w->pw[k]) != 0;
+    build_plans(m, t, k0, k1, w->pw, w->bad, w->nt, &w->op);
+#pragma omp parallel num_threads(w->nt)
+    {
+        const int tid = omp_get_thread_num();
+        double *acc = w->tacc + (size_t)tid * w->tl, *sc = acc + len;
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < nu; q++) {
+            const miss_unit *un = &w->unit[q];
+            const pattern *p = &m->pat[un->k];
+            const pat_work *pw = &w->pw[un->k];
+            const int64_t pos0 = p->first + un->r0;
+            const int nb = (int)(un->r1 - un->r0);
+            const double *wt = weighted && m->ws ? m->ws + pos0 : NULL;
+            const int plan = w->op.use[p->no] && pw->g.c.A != 0.0; /* the Student t face: no Bessel function */
+            memset(acc, 0, (size_t)len * sizeof(double));
+            if (w->bad[un->k]) { /* Sigma_OO not positive definite: a bad E-step */
+                acc[GHF_ST_NBAD] = (double)nb;
+            } else if (w->blk) {
+                const ghf_cpu_bessel bs = {&pw->g.c, plan ? &w->op.plan[p->no] : NULL,
+                                           plan ? &w->op.fplan[p->no] : NULL, 0};
+                blk_unit(m, p, pw, t, &bs, wt, pos0, nb, sc, acc);
+            } else {
+                unit_scalar(m, p, pw, t, plan ? &w->op.plan[p->no] : NULL, wt, pos0, nb, sc, acc);
+            }
+            acc_flush(d, acc, w->xs + (size_t)tid * len);
+        }
     }
 }
 
 int ghf_missing_estep(MPI_Comm comm, const ghf_missing *m, const ghf_params *t, int weighted, double *stats,
                       char *err, size_t errlen)
 {
-    const int d = t->d, len = ghf_stats_len(d);
-    const int nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
-    const size_t tl = (size_t)len + 2 * (size_t)d; /* per thread: acc, then cv */
+    const int d = t->d;
     const int npat = m ? m->npat : 0;
-    const int64_t nr = m ? m->nrows : 0;
-    ghf_xsum *xs = malloc((size_t)nt * (size_t)len * sizeof(ghf_xsum));
-    double *tacc = malloc((size_t)nt * tl * sizeof(double));
-    double *buf = malloc((MISS_BATCH_DOUBLES + 5 * (size_t)d * d + 3 * (size_t)d + 8) * sizeof(double));
-    pat_work *pw = calloc((size_t)(npat > 0 ? npat : 1), sizeof(pat_work));
-    int *bad = calloc((size_t)(npat > 0 ? npat : 1), sizeof(int));
-    int64_t *unit = malloc((size_t)(nr / MISS_CHUNK + npat + 1) * 2 * sizeof(int64_t));
-    double *qzz = malloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof(double)); /* q, zw, z by sorted position */
-    order_plans op;
-    op.plan = malloc((size_t)(d + 1) * sizeof(ghf_bessel_plan));
-    op.use = calloc((size_t)(d + 1), sizeof(int));
-    op.zmin = malloc((size_t)(d + 1) * 2 * sizeof(double));
-    op.zmax = op.zmin ? op.zmin + d + 1 : NULL;
-    op.rows = malloc((size_t)(d + 1) * sizeof(int64_t));
-    if (ghf_any(comm, !xs || !tacc || !buf || !pw || !bad || !unit || !qzz || !op.plan || !op.use || !op.zmin ||
-                          !op.rows)) {
+    miss_work w;
+    if (ghf_any(comm, miss_work_alloc(m, d, &w))) {
         snprintf(err, errlen, "out of memory (rows with missing coordinates)");
-        free(xs), free(tacc), free(buf), free(pw), free(bad), free(unit), free(qzz);
-        free(op.plan), free(op.use), free(op.zmin), free(op.rows);
+        miss_work_free(&w);
         return 1;
     }
-    double *qv = qzz, *zwv = qzz + nr, *zv = qzz + 2 * nr;
-    for (size_t i = 0; i < (size_t)nt * len; i++) ghf_xsum_init(&xs[i]);
+    const int len = w.len;
+    for (size_t i = 0; i < (size_t)w.nt * len; i++) ghf_xsum_init(&w.xs[i]);
     for (int k0 = 0; k0 < npat;) {
         /* a batch of patterns whose scratch fits in buf, and its work units (pattern, chunk) */
         int k1 = k0;
         size_t used = 0;
         int64_t nu = 0;
         while (k1 < npat && (k1 == k0 || used + pat_work_len(&m->pat[k1]) <= MISS_BATCH_DOUBLES)) {
-            pat_work_bind(&m->pat[k1], buf + used, &pw[k1]);
+            pat_work_bind(&m->pat[k1], w.buf + used, &w.pw[k1]);
             used += pat_work_len(&m->pat[k1]);
-            for (int64_t c = 0; c * MISS_CHUNK < m->pat[k1].count; c++) {
-                unit[2 * nu] = k1;
-                unit[2 * nu + 1] = c;
-                nu++;
+            for (int64_t r0 = 0; r0 < m->pat[k1].count; r0 += MISS_CHUNK, nu++) {
+                w.unit[nu].k = k1;
+                w.unit[nu].r0 = r0;
+                w.unit[nu].r1 = r0 + MISS_CHUNK < m->pat[k1].count ? r0 + MISS_CHUNK : m->pat[k1].count;
             }
             k1++;
         }
-        /* the patterns' marginal laws; every row's q, zw and Bessel argument */
-#pragma omp parallel num_threads(nt)
-        {
-#pragma omp for schedule(dynamic, 1)
-            for (int k = k0; k < k1; k++) bad[k] = pat_setup(&m->pat[k], t, &pw[k]) != 0;
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < nu; q++) {
-                const int k = (int)unit[2 * q];
-                const pattern *p = &m->pat[k];
-                const int64_t ch = unit[2 * q + 1];
-                const int64_t r1 = (ch + 1) * MISS_CHUNK < p->count ? (ch + 1) * MISS_CHUNK : p->count;
-                for (int64_t r = ch * MISS_CHUNK; r < r1; r++) {
-                    const int64_t pos = p->first + r;
-                    if (bad[k]) {
-                        zv[pos] = qv[pos] = zwv[pos] = 0.0;
-                        continue;
-                    }
-                    row_qzw(p, &pw[k], t, m->xs + pos * d, &qv[pos], &zwv[pos]);
-                    zv[pos] = ghf_estep_arg(&pw[k].g.c, qv[pos]);
-                }
-            }
-        }
-        build_plans(m, t, k0, k1, pw, zv, nt, &op);
-#pragma omp parallel num_threads(nt)
-        {
-            const int tid = omp_get_thread_num();
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < nu; q++) {
-                const int k = (int)unit[2 * q];
-                const pattern *p = &m->pat[k];
-                const ghf_estep_consts *c = &pw[k].g.c;
-                const ghf_bessel_plan *pl = op.use[p->no] && c->A != 0.0 ? &op.plan[p->no] : NULL;
-                double *acc = tacc + (size_t)tid * tl, *cv = acc + len;
-                memset(acc, 0, (size_t)len * sizeof(double));
-                const int64_t ch = unit[2 * q + 1];
-                const int64_t r1 = (ch + 1) * MISS_CHUNK < p->count ? (ch + 1) * MISS_CHUNK : p->count;
-                if (bad[k]) { /* Sigma_OO not positive definite: a bad E-step */
-                    acc[GHF_ST_NBAD] = (double)(r1 - ch * MISS_CHUNK);
-                } else {
-                    for (int64_t r = ch * MISS_CHUNK; r < r1; r++) {
-                        const int64_t pos = p->first + r;
-                        const double w = weighted && m->ws ? m->ws[pos] : 1.0;
-                        if (w == 0.0) continue;
-                        const ghf_bessel_eval bk = pl ? ghf_bessel_plan_eval(pl, zv[pos]) : ghf_bessel_fused(c->P, zv[pos]);
-                        const ghf_point pt = ghf_estep_point(c, qv[pos], zwv[pos], bk);
-                        if (!row_stats(m, p, &pw[k], t, m->xs + pos * d, w, zwv[pos], pt, cv, acc))
-                            acc[GHF_ST_NBAD] += 1.0;
-                    }
-                }
-                acc_flush(d, acc, xs + (size_t)tid * len);
-            }
-        }
+        miss_batch(m, t, weighted, k0, k1, nu, &w);
         k0 = k1;
     }
-    for (int th = 1; th < nt; th++)
-        for (int i = 0; i < len; i++) ghf_xsum_merge(&xs[i], &xs[(size_t)th * len + i]);
-    const int rc = ghf_xsum_allreduce(comm, xs, len);
+    for (int th = 1; th < w.nt; th++)
+        for (int i = 0; i < len; i++) ghf_xsum_merge(&w.xs[i], &w.xs[(size_t)th * len + i]);
+    const int rc = ghf_xsum_allreduce(comm, w.xs, len);
     for (int i = 0; i < len; i++)
-        if (i != GHF_ST_STOP) stats[i] += ghf_xsum_value(&xs[i]);
-    free(xs), free(tacc), free(buf), free(pw), free(bad), free(unit), free(qzz);
-    free(op.plan), free(op.use), free(op.zmin), free(op.rows);
+        if (i != GHF_ST_STOP) stats[i] += ghf_xsum_value(&w.xs[i]);
+    miss_work_free(&w);
     if (rc) snprintf(err, errlen, "the all-reduce of the statistics of the rows with missing coordinates failed");
     return rc ? 1 : 0;
 }

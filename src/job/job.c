@@ -36,6 +36,8 @@ void ghf_job_defaults(ghf_job *j)
     j->checkpoint_every = GHF_JOB_DEFAULT_CKPT_EVERY;
     j->slice_k = 0;
     j->slice_n = 1;
+    j->gof_qq = 200;
+    j->gof_seed = 1;
 }
 
 void ghf_job_free(ghf_job *j)
@@ -49,6 +51,7 @@ void ghf_job_free(ghf_job *j)
     free(j->checkpoint);
     free(j->fit_name);
     free(j->risk_file), free(j->risk_dataset), free(j->eval_file), free(j->eval_dataset);
+    free(j->gof_file), free(j->gof_dataset);
     free(j->weights);
     memset(j, 0, sizeof *j);
 }
@@ -330,6 +333,29 @@ static int risk_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, 
     return 0;
 }
 
+static int gof_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, void *ud)
+{
+    (void)kn;
+    ghf_job *j = ud;
+    if (!strcmp(key, "data")) return get_file_ds(c, "gof.data", v, "/X", &j->gof_file, &j->gof_dataset);
+    if (!strcmp(key, "bootstrap")) return get_int(c, "gof.bootstrap", v, 0, 100000, &j->gof_bootstrap);
+    if (!strcmp(key, "qq")) return get_int(c, "gof.qq", v, 1, 100000, &j->gof_qq);
+    return get_i64(c, "gof.seed", v, 0, &j->gof_seed);
+}
+
+/* gof: true | false | {data: FILE[:/DATASET], bootstrap: B, qq: Q, seed: S} */
+static int parse_gof(pctx *c, yaml_node_t *v, ghf_job *j)
+{
+    if (v->type == YAML_SCALAR_NODE) {
+        if (get_bool(c, "gof", v, &j->gof))
+            return perr(c, v, "gof: expected true, false or {data: FILE[:/DATASET], bootstrap: B, qq: Q, seed: S}");
+        return 0;
+    }
+    static const char *const gk[] = {"data", "bootstrap", "qq", "seed", NULL};
+    j->gof = 1;
+    return walk_map(c, "gof", v, gk, gof_pair, j);
+}
+
 /* risk: {portfolios: W.h5[:/W], alpha: [..]}; eval: next | FILE[:/DATASET] */
 static int parse_post(pctx *c, const char *key, yaml_node_t *v, ghf_job *j)
 {
@@ -406,6 +432,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
         return 0;
     }
     if (!strcmp(key, "risk") || !strcmp(key, "eval")) return parse_post(c, key, v, j);
+    if (!strcmp(key, "gof")) return parse_gof(c, v, j);
     if (!strcmp(key, "se")) {
         if (v->type != YAML_SCALAR_NODE || ghf_job_se_parse(scalar(v), &j->se) != 0)
             return perr(c, v, "se: expected true, false, full or subset");
@@ -502,7 +529,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
-                                          "slice", "se", "risk", "eval", "weights", "halflife", "missing", NULL};
+                                          "slice", "se", "risk", "eval", "gof", "weights", "halflife", "missing", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -730,6 +757,16 @@ char *ghf_job_config_text(const ghf_job *j)
         sb_printf(&b, "eval: ");
         sb_quoted(&b, t);
         sb_printf(&b, "\n");
+    }
+    if (j->gof) {
+        sb_printf(&b, "gof: {bootstrap: %d, qq: %d, seed: %lld", j->gof_bootstrap, j->gof_qq, (long long)j->gof_seed);
+        if (j->gof_file) {
+            char t[8192];
+            snprintf(t, sizeof t, "%s:%s", j->gof_file, j->gof_dataset ? j->gof_dataset : "/X");
+            sb_printf(&b, ", data: ");
+            sb_quoted(&b, t);
+        }
+        sb_printf(&b, "}\n");
     }
     sb_printf(&b, "rows_per_rank: %lld\n", (long long)j->rows_per_rank);
     if (j->checkpoint) {

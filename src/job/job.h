@@ -76,6 +76,13 @@ typedef struct ghf_job {
     double risk_alpha[GHF_JOB_MAX_AXIS];
     int eval;
     char *eval_file, *eval_dataset;
+    /* `gof` (src/pipeline/gofboot.h): 1 = goodness of fit of every fit, on
+     * gof_file:gof_dataset (NULL: the fit's own rows), with a QQ table of
+     * gof_qq probabilities and gof_bootstrap replicates (0: none) seeded by gof_seed */
+    int gof;
+    char *gof_file, *gof_dataset;
+    int gof_bootstrap, gof_qq;
+    int64_t gof_seed;
     /* `ghfit fit`: a job of one fit, named fit_name (NULL for job files) */
     char *fit_name;
 } ghf_job;

@@ -437,7 +437,7 @@ void ghf_gof_result_free(ghf_gof_result *r)
 
 static int result_alloc(const ghf_gof_input *in, ghf_gof_result *r)
 {
-    const size_t d = (size_t)in->d, Q = (size_t)in->Q;
+    const size_t d = (size_t)in->d, Q = in->Q > 0 ? (size_t)in->Q : 1; /* Q = 0: no QQ table */
     memset(r, 0, sizeof *r);
     r->exact = 1;
     r->ks = malloc(d * sizeof(double));

@@ -77,7 +77,7 @@ typedef struct ghf_gof_input {
     double p, a, b;
     const double *x;                    /* [n][d] row-major, finite */
     size_t n;
-    int Q;                              /* QQ probabilities (i - 0.5)/Q, i = 1..Q */
+    int Q;                              /* QQ probabilities (i - 0.5)/Q, i = 1..Q (0: no QQ table) */
     size_t nexact, nknots;              /* ghf_gof_pit_sorted */
     int want_pit;                       /* keep the PITs in row order */
     void (*progress)(const char *what, int done, int total); /* or NULL */

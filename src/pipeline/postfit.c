@@ -1,5 +1,6 @@
 /* postfit.c - after a job's fits (postfit.h): risk of portfolios, rolling
- * backtest with Kupiec's test, out-of-sample log-likelihoods. */
+ * backtest with Kupiec's test, out-of-sample log-likelihoods, goodness of
+ * fit (with bootstrap p-values). */
 #include "postfit.h"
 
 #include <math.h>
@@ -9,12 +10,16 @@
 
 #include "agree.h"
 #include "family.h"
+#include "gofboot.h"
 #include "risk.h"
 #include "score.h"
 #include "uni1d.h"
 #include "util.h"
 
-int ghf_postfit_wanted(const ghf_job *j) { return j->risk_file != NULL || j->eval != GHF_JOB_EVAL_OFF; }
+int ghf_postfit_wanted(const ghf_job *j)
+{
+    return j->risk_file != NULL || j->eval != GHF_JOB_EVAL_OFF || j->gof;
+}
 
 /* rank 0: one file's shape against d */
 static int check_one(const ghf_job *j, const char *key, const char *file, const char *ds, int d, int64_t *n,
@@ -51,6 +56,8 @@ int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t
     }
     if (rank == 0 && !st && j->eval == GHF_JOB_EVAL_FILE)
         st = check_one(j, "eval", j->eval_file, j->eval_dataset, d, &n, err, errlen);
+    if (rank == 0 && !st && j->gof && j->gof_file)
+        st = check_one(j, "gof.data", j->gof_file, j->gof_dataset, d, &n, err, errlen);
     return ghf_agree(world, st, err, errlen);
 }
 
@@ -85,6 +92,9 @@ typedef struct post {
     int d, P, K;
     double *W;                 /* [P][d] weights */
     ghf_shard ev;              /* eval: FILE rows */
+    ghf_shard gv;              /* gof: FILE rows */
+    void (*beat)(void *);      /* the other ranks wait: heartbeats */
+    void *beat_arg;
     /* per fit [n][P][K] (NULL without risk), n_next [n] */
     int *exc;
     int64_t *n_next;
@@ -164,22 +174,93 @@ static int fit_risk(post *q, int i, const ghf_fit_record *r, const ghf_fit_law *
     return st;
 }
 
-/* loglik of the law on rows sh (a copy: ghf_score_loglik may write into it) */
+/* loglik of the law on rows sh */
 static int loglik_of(const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, double *ll, int64_t *n,
                      char *err, size_t errlen)
 {
     *ll = NAN, *n = 0;
     if (!sh || sh->nrows == 0) return 0;
-    ghf_shard c = *sh;
-    c.x = malloc((size_t)sh->nrows * sh->d * sizeof(double));
-    if (!c.x) {
-        snprintf(err, errlen, "eval of fit %s: out of memory", law->name);
-        return 1;
+    ghf_shard c = *sh; /* the rows are left as they are (spend_x = 0) */
+    return ghf_score_loglik(MPI_COMM_SELF, law, fam, &c, 0, ll, n, err, errlen) ? 1 : 0;
+}
+
+#define POST_GOF_PIT_MAX 2000000 /* as `ghfit gof`: PITs kept when n * (d + 1) is at most this */
+
+/* gof: the statistics of fit i on rows x (n x d), with bootstrap p-values,
+ * under /fits/<name>/gof/ (the datasets of `ghfit gof`) */
+static int fit_gof_rows(post *q, const ghf_fit_spec *s, const ghf_fit_record *r, const ghf_fit_law *law,
+                        ghf_family fam, const ghf_shard *rows, const char *dfile, const char *dds, ghf_h5_writer *w,
+                        char *err, size_t errlen)
+{
+    const ghf_job *j = q->j;
+    const int64_t n = rows->nrows, d = law->d;
+    char base[128];
+    snprintf(base, sizeof base, "/fits/%s/gof", r->name);
+    char obj[96];
+    snprintf(obj, sizeof obj, "/fits/%s", r->name);
+    if (n < 2) { /* nothing to check: say so */
+        const ghf_h5_attr at[1] = {{"gof_note", GHF_H5_ATTR_STR, "fewer than 2 finite rows: no goodness of fit", 0, 0}};
+        return ghf_h5_out_put(w, obj, 1, at, 0, NULL, err, errlen);
     }
-    memcpy(c.x, sh->x, (size_t)sh->nrows * sh->d * sizeof(double));
-    const int st = ghf_score_loglik(MPI_COMM_SELF, law, fam, &c, ll, n, err, errlen);
-    free(c.x);
-    return st ? 1 : 0;
+    const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
+                              law->b, rows->x, (size_t)n, j->gof_qq, 20000, 4096, n * (d + 1) <= POST_GOF_PIT_MAX,
+                              NULL};
+    ghf_gof_result res;
+    char e[1024];
+    if (ghf_gof_compute(&in, &res, e, sizeof e) != 0) { /* a law gof cannot check: noted, the job goes on */
+        const ghf_h5_attr at[1] = {{"gof_note", GHF_H5_ATTR_STR, e, 0, 0}};
+        return ghf_h5_out_put(w, obj, 1, at, 0, NULL, err, errlen);
+    }
+    ghf_gof_boot bt;
+    memset(&bt, 0, sizeof bt);
+    int st = 0;
+    if (j->gof_bootstrap > 0) {
+        const ghf_gof_refit m = {s->family, s->symmetric, s->fix_p, s->fix_p ? s->p : NAN, s->tol, j->max_iter};
+        st = ghf_gof_bootstrap(MPI_COMM_SELF, law, &m, n, &in, &res, j->gof_bootstrap, j->gof_seed, 0, q->beat,
+                               q->beat_arg, &bt, err, errlen);
+    }
+    if (!st) {
+        ghf_gof_names nm;
+        ghf_h5_array a[GHF_GOF_MAX_ARRAYS];
+        char pre[160];
+        snprintf(pre, sizeof pre, "%s/", base);
+        const int k = ghf_gof_arrays(pre, d, j->gof_qq, n, &res, j->gof_bootstrap > 0 ? &bt : NULL, &nm, a);
+        ghf_h5_attr at[10] = {{"data_file", GHF_H5_ATTR_STR, dfile, 0, 0},
+                              {"dataset", GHF_H5_ATTR_STR, dds, 0, 0},
+                              {"n_obs", GHF_H5_ATTR_I64, NULL, 0, n},
+                              {"n_qq", GHF_H5_ATTR_I64, NULL, 0, j->gof_qq},
+                              {"pit_max_error", GHF_H5_ATTR_F64, NULL, res.pit_err, 0},
+                              {"radial_delta2", GHF_H5_ATTR_F64, NULL, res.delta2, 0}};
+        int na = 6;
+        if (j->gof_bootstrap > 0) {
+            at[na++] = (ghf_h5_attr){"bootstrap", GHF_H5_ATTR_I64, NULL, 0, bt.B};
+            at[na++] = (ghf_h5_attr){"seed", GHF_H5_ATTR_I64, NULL, 0, bt.seed};
+            at[na++] = (ghf_h5_attr){"bootstrap_failed", GHF_H5_ATTR_I64, NULL, 0, bt.n_failed};
+            if (bt.why[0]) at[na++] = (ghf_h5_attr){"bootstrap_note", GHF_H5_ATTR_STR, bt.why, 0, 0};
+        }
+        st = ghf_h5_out_put(w, base, na, at, k, a, err, errlen);
+        if (!st && bt.n_failed && !j->quiet)
+            printf("ghfit: %s: gof: %d of %d bootstrap replicates failed and were left out (first: %s)\n", r->name,
+                   bt.n_failed, bt.B, bt.why);
+    }
+    ghf_gof_boot_free(&bt);
+    ghf_gof_result_free(&res);
+    return st;
+}
+
+/* gof of fit i: on the gof FILE's rows, or on the fit's own */
+static int fit_gof(post *q, const ghf_fit_spec *s, const ghf_fit_record *r, const ghf_fit_law *law, ghf_family fam,
+                   ghf_h5_writer *w, char *err, size_t errlen)
+{
+    const ghf_job *j = q->j;
+    if (j->gof_file) return fit_gof_rows(q, s, r, law, fam, &q->gv, j->gof_file, j->gof_dataset, w, err, errlen);
+    const char *ds = j->dataset ? j->dataset : "/X";
+    ghf_shard own;
+    memset(&own, 0, sizeof own);
+    int st = read_rows(j->data_file, ds, s->row_start, s->row_len, &own, err, errlen);
+    if (!st) st = fit_gof_rows(q, s, r, law, fam, &own, j->data_file, ds, w, err, errlen);
+    ghf_shard_free(&own);
+    return st;
 }
 
 /* everything for fit i */
@@ -221,6 +302,7 @@ static int fit_post(post *q, const ghf_fit_spec *specs, int n, int i, const ghf_
                                    {"n_eval", GHF_H5_ATTR_I64, NULL, 0, m}};
         st = ghf_h5_out_put(w, obj, 2, at, 0, NULL, err, errlen);
     }
+    if (!st && j->gof) st = fit_gof(q, &specs[i], r, &law, fam, w, err, errlen);
     if (have_nx) ghf_shard_free(&nx);
     return st;
 }
@@ -302,8 +384,9 @@ static int post_load(post *q, int n, char *err, size_t errlen)
         q->exc = calloc((size_t)n * q->P * q->K, sizeof(int));
         if (!q->exc) goto oom;
     }
-    if (j->eval == GHF_JOB_EVAL_FILE)
-        return read_rows(j->eval_file, j->eval_dataset, 0, -1, &q->ev, err, errlen);
+    if (j->eval == GHF_JOB_EVAL_FILE && read_rows(j->eval_file, j->eval_dataset, 0, -1, &q->ev, err, errlen) != 0)
+        return 1;
+    if (j->gof && j->gof_file) return read_rows(j->gof_file, j->gof_dataset, 0, -1, &q->gv, err, errlen);
     return 0;
 oom:
     snprintf(err, errlen, "after the fits: out of memory");
@@ -318,6 +401,8 @@ int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_r
     memset(&q, 0, sizeof q);
     q.j = j;
     q.d = recs[0]->d;
+    q.beat = beat;
+    q.beat_arg = arg;
     int st = post_load(&q, n, err, errlen);
     for (int i = 0; !st && i < n; i++) {
         st = fit_post(&q, specs, n, i, recs[i], w, err, errlen);
@@ -335,5 +420,6 @@ int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_r
     }
     free(q.W), free(q.exc), free(q.n_next), free(q.has_risk);
     ghf_shard_free(&q.ev);
+    ghf_shard_free(&q.gv);
     return st;
 }

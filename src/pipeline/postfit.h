@@ -1,7 +1,8 @@
 /* postfit.h - what a job asks for after its fits (docs/job-files.md `risk`,
- * `eval`): VaR/ES of portfolios under every fit, the next window's
+ * `eval`, `gof`): VaR/ES of portfolios under every fit, the next window's
  * exceedances and Kupiec's backtest per chain, out-of-sample
- * log-likelihoods; written into the result file before it is committed. */
+ * log-likelihoods, goodness of fit (bootstrap p-values: the replicates run
+ * on rank 0); written into the result file before it is committed. */
 #ifndef GHF_POSTFIT_H
 #define GHF_POSTFIT_H
 

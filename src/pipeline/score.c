@@ -1,13 +1,16 @@
 /* score.c - `ghfit eval`: a fit of a result file applied to a data set, row
- * by row, with the E-step's own per-row arithmetic (the CPU backend's pass,
- * ghf_backend_cpu_rows), summed exactly (rank-independent bits), written
- * by every rank with collective MPI-IO into one file (ghf_h5_write_columns). */
+ * by row, with the E-step's own per-row arithmetic (the CPU backend's pass
+ * without the statistics, ghf_backend_cpu_score), summed as the E-step sums
+ * (rank-independent bits), written by every rank with collective MPI-IO into
+ * one file (ghf_h5_write_columns). */
 #include "score.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "agree.h"
 #include "backend.h"
@@ -40,8 +43,8 @@ int ghf_model_ref_parse(const char *ref, char *file, size_t file_len, char *name
 /* Rank 0's law to every rank (d and the strings first, then the arrays). */
 static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
 {
-    int64_t meta[2] = {law->d, law->n_obs};
-    MPI_Bcast(meta, 2, MPI_INT64_T, 0, comm);
+    int64_t meta[3] = {law->d, law->n_obs, law->symmetric};
+    MPI_Bcast(meta, 3, MPI_INT64_T, 0, comm);
     MPI_Bcast(law->name, (int)sizeof law->name, MPI_CHAR, 0, comm);
     MPI_Bcast(law->family, (int)sizeof law->family, MPI_CHAR, 0, comm);
     MPI_Bcast(law->status, (int)sizeof law->status, MPI_CHAR, 0, comm);
@@ -50,6 +53,7 @@ static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
     if (rank != 0) {
         law->d = d;
         law->n_obs = meta[1];
+        law->symmetric = (int)meta[2];
         law->mu = calloc((size_t)d, sizeof(double));
         law->gamma = calloc((size_t)d, sizeof(double));
         law->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
@@ -59,12 +63,13 @@ static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
     MPI_Bcast(law->mu, d, MPI_DOUBLE, 0, comm);
     MPI_Bcast(law->gamma, d, MPI_DOUBLE, 0, comm);
     MPI_Bcast(law->sigma, d * d, MPI_DOUBLE, 0, comm);
-    double sc[4] = {law->p, law->a, law->b, law->loglik};
-    MPI_Bcast(sc, 4, MPI_DOUBLE, 0, comm);
+    double sc[5] = {law->p, law->a, law->b, law->loglik, law->p_fixed};
+    MPI_Bcast(sc, 5, MPI_DOUBLE, 0, comm);
     law->p = sc[0];
     law->a = sc[1];
     law->b = sc[2];
     law->loglik = sc[3];
+    law->p_fixed = sc[4];
     return 0;
 }
 
@@ -114,56 +119,68 @@ int ghf_fit_law_load(MPI_Comm comm, const char *file, const char *name, ghf_fit_
  * ------------------------------------------------------------------------- */
 
 typedef struct eval_rows {
-    int64_t n;          /* this rank's rows */
-    double *q, *ll, *ey, *eu, *maha;
+    int64_t n;                /* this rank's rows */
+    double *q, *ll, *ey, *eu; /* q becomes the Mahalanobis distance */
+    double *zw;               /* the pass's scratch */
+    double *mem;              /* what was allocated for them (ll, ey, eu may lie in the rows' memory) */
     unsigned char *flag;
+    int64_t nblk;             /* sub-blocks of GHF_SCORE_BLOCK rows */
+    double *part;             /* [nblk] each sub-block's sum of its finite log-densities */
+    int *nok, *nflag;         /* [nblk] its finite rows, its flagged rows */
 } eval_rows;
 
 static void rows_free(eval_rows *r)
 {
-    free(r->q);
-    free(r->ll);
-    free(r->ey);
-    free(r->eu);
-    free(r->maha);
+    free(r->mem);
     free(r->flag);
+    free(r->part);
+    free(r->nok);
+    free(r->nflag);
     memset(r, 0, sizeof *r);
 }
 
-static int rows_alloc(eval_rows *r, int64_t n)
+/* k arrays of n doubles in one allocation, on huge pages where the system
+ * offers them (fewer page faults when the pass first writes them). */
+static double *rows_mem(size_t n, int k)
+{
+    const size_t huge = (size_t)2 << 20, bytes = (k * n * sizeof(double) + huge - 1) / huge * huge;
+    double *m = aligned_alloc(huge, bytes);
+#ifdef MADV_HUGEPAGE
+    if (m && bytes >= 2 * huge) (void)madvise(m, bytes, MADV_HUGEPAGE);
+#endif
+    return m;
+}
+
+/* The per-row arrays of n rows, each starting 16-byte aligned.  spare:
+ * NULL, or the rows themselves (n x d doubles, no longer needed once the
+ * pass calls eval_block): when they have room (d >= 3), ll, ey and eu go
+ * there, which spares fresh memory (zeroed pages: an eighth of the pass at
+ * d = 10).  The pass's scratch zw when moments. */
+static int rows_alloc(eval_rows *r, int64_t n, double *spare, int d, int moments)
 {
     memset(r, 0, sizeof *r);
     r->n = n;
-    const size_t m = (size_t)(n > 0 ? n : 1);
-    r->q = malloc(m * sizeof(double));
-    r->ll = malloc(m * sizeof(double));
-    r->ey = malloc(m * sizeof(double));
-    r->eu = malloc(m * sizeof(double));
-    r->maha = malloc(m * sizeof(double));
-    r->flag = calloc(m, 1);
-    return r->q && r->ll && r->ey && r->eu && r->maha && r->flag ? 0 : -1;
-}
-
-/* Flags the rows holding a non-finite value (1) and puts mu in their place
- * (so that the pass computes something harmless there). */
-static void flag_nonfinite(ghf_shard *sh, const double *mu, unsigned char *flag)
-{
-    const int d = sh->d;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < sh->nrows; i++) {
-        double *xi = sh->x + i * d;
-        int ok = 1;
-        for (int j = 0; j < d; j++) ok &= isfinite(xi[j]) ? 1 : 0;
-        if (!ok) {
-            flag[i] = 1;
-            memcpy(xi, mu, (size_t)d * sizeof(double));
-        }
+    r->nblk = (n + GHF_SCORE_BLOCK - 1) / GHF_SCORE_BLOCK;
+    const size_t m = (size_t)(n > 0 ? n + (n & 1) : 2), mb = (size_t)(r->nblk > 0 ? r->nblk : 1);
+    const int own = !(spare && n > 0 && (size_t)n * (size_t)d >= 3 * m);
+    r->mem = rows_mem(m, 1 + (moments ? 1 : 0) + (own ? 3 : 0));
+    if (r->mem) {
+        double *p = own ? r->mem : spare;
+        r->ll = p, r->ey = p + m, r->eu = p + 2 * m;
+        r->q = own ? r->mem + 3 * m : r->mem;
+        r->zw = moments ? r->q + m : NULL;
     }
+    r->flag = calloc(m, 1);
+    r->part = malloc(mb * sizeof(double));
+    r->nok = malloc(mb * sizeof(int));
+    r->nflag = malloc(mb * sizeof(int));
+    return r->mem && r->flag && r->part && r->nok && r->nflag ? 0 : -1;
 }
 
 /* The pass's parameters.  The Gaussian has no mixing variable: its q comes
- * from the same pass run with a stand-in subordinator (NIG, gamma = 0), its
- * log-density and moments from q below.  0, or 2 (not a valid law). */
+ * from the same pass (the quadratic forms only) with a stand-in subordinator
+ * (NIG, gamma = 0), its log-density and moments from q (eval_block).  0, or
+ * 2 (not a valid law). */
 static int eval_input(const ghf_fit_law *law, ghf_family fam, ghf_params *t, ghf_derived *g, ghf_estep_input *in)
 {
     const int d = law->d;
@@ -189,36 +206,85 @@ static int eval_input(const ghf_fit_law *law, ghf_family fam, ghf_params *t, ghf
     return 0;
 }
 
-/* Per-row values from the pass; the exact sum of the finite log-densities
- * into *acc and their number into *n_obs (this rank's). */
-static void eval_finish(eval_rows *r, int gauss, int d, double logdet, ghf_xsum *acc, int64_t *n_obs)
+typedef struct eval_ctx {
+    eval_rows *r;
+    int gauss;
+    double c0; /* the Gaussian's log-density at q = 0 */
+} eval_ctx;
+
+/* The pass's values of one sub-block of rows, finished while in cache (a
+ * ghf_score_fn): the Gaussian's log-density and moments from q; q becomes
+ * sqrt(q); a flagged row (1: non-finite values) gets NaN values, a row with
+ * a non-finite log-density flag 2.  The sub-block's sum of the finite
+ * log-densities as the E-step forms its statistics (src/backend/cpu_block.h:
+ * eight lanes in row order, then ((0+1)+(2+3))+((4+5)+(6+7))); plain loops
+ * over the rows, so that they vectorise.  ll, ey, eu go to the rows' arrays
+ * with non-temporal stores (read again only by the writer). */
+static void eval_block(void *vctx, const ghf_score_block *b)
 {
-    const double c0 = -0.5 * (d * GHF_LOG_2PI + logdet);
-    int64_t k = 0;
-    ghf_xsum_init(acc);
-    for (int64_t i = 0; i < r->n; i++) {
-        if (r->flag[i]) {
-            r->ll[i] = r->maha[i] = r->ey[i] = r->eu[i] = NAN;
-            continue;
+    const eval_ctx *e = vctx;
+    eval_rows *r = e->r;
+    const int nb = b->nb;
+    double *restrict q = b->q;
+    unsigned char *flag = b->flag;
+    double gl[GHF_SCORE_BLOCK], one[GHF_SCORE_BLOCK];
+    double *ll = b->ll, *ey = b->ey, *eu = b->einvy;
+    if (!ll) { /* the Gaussian */
+        for (int i = 0; i < nb; i++) {
+            gl[i] = e->c0 - 0.5 * q[i];
+            one[i] = 1.0;
         }
-        if (gauss) {
-            r->ll[i] = c0 - 0.5 * r->q[i];
-            r->ey[i] = r->eu[i] = 1.0;
-        }
-        r->maha[i] = sqrt(r->q[i]);
-        if (!isfinite(r->ll[i])) {
-            r->flag[i] = 2;
-            continue;
-        }
-        ghf_xsum_add(acc, r->ll[i]);
-        k++;
+        ll = gl, ey = eu = one;
     }
-    *n_obs = k;
+    for (int i = 0; i < nb; i++) q[i] = sqrt(q[i]);
+    int nflag = 0;
+    for (int i = 0; i < nb; i++) nflag += flag[i] != 0;
+    if (nflag) /* rare: rows with non-finite values */
+        for (int i = 0; i < nb; i++)
+            if (flag[i]) ll[i] = q[i] = ey[i] = eu[i] = NAN;
+    double t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int nok = 0;
+    for (int g = 0; g < nb; g += 8)
+        for (int k = 0; k < 8 && g + k < nb; k++) { /* a flagged row's ll is NaN: left out */
+            const int ok = fabs(ll[g + k]) <= DBL_MAX;
+            t[k] += ok ? ll[g + k] : 0.0;
+            nok += ok;
+        }
+    if (nok + nflag < nb) /* rare: finite rows whose log-density is not */
+        for (int i = 0; i < nb; i++)
+            if (!flag[i] && !(fabs(ll[i]) <= DBL_MAX)) flag[i] = 2, nflag++;
+    r->part[b->bi] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    r->nok[b->bi] = nok;
+    r->nflag[b->bi] = nflag;
+    ghf__stream_copy(r->ll + b->r0, ll, nb);
+    ghf__stream_copy(r->ey + b->r0, ey, nb);
+    ghf__stream_copy(r->eu + b->r0, eu, nb);
+}
+
+/* This rank's sum of the finite log-densities into *acc, as the E-step adds
+ * its statistics: the sub-blocks' sums added in order over each block of
+ * GHF_ROW_BLOCK rows, the blocks' sums exactly (shards start at multiples of
+ * GHF_ROW_BLOCK: the same bits on any number of ranks and threads).  The
+ * numbers of finite and flagged rows into n[0], n[1]. */
+static void eval_sums(const eval_rows *r, ghf_xsum *acc, int64_t n[2])
+{
+    const int64_t per = GHF_ROW_BLOCK / GHF_SCORE_BLOCK;
+    ghf_xsum_init(acc);
+    n[0] = n[1] = 0;
+    for (int64_t b0 = 0; b0 < r->nblk; b0 += per) {
+        double s = 0.0;
+        for (int64_t b = b0; b < b0 + per && b < r->nblk; b++) {
+            s += r->part[b];
+            n[0] += r->nok[b];
+            n[1] += r->nflag[b];
+        }
+        ghf_xsum_add(acc, s);
+    }
 }
 
 /* Collective: the pass over the shard and the global sums.  0, 1 or 2. */
-static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, eval_rows *r,
-                             ghf_eval_result *res, char *err, size_t errlen)
+static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh,
+                             eval_rows *r, ghf_eval_result *res, char *err, size_t errlen)
 {
     const int d = law->d;
     ghf_params t;
@@ -226,8 +292,7 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     memset(&t, 0, sizeof t);
     memset(&g, 0, sizeof g);
     int st = ghf_params_alloc(&t, d) || ghf_derived_alloc(&g, d) ? 1 : 0;
-    double *stats = st ? NULL : malloc((size_t)ghf_stats_len(d) * sizeof(double));
-    if (st || !stats) snprintf(err, errlen, "eval: out of memory for d = %d", d), st = 1;
+    if (st) snprintf(err, errlen, "eval: out of memory for d = %d", d);
     ghf_estep_input in;
     if (!st && eval_input(law, fam, &t, &g, &in) != 0) {
         snprintf(err, errlen, "%s: the fit's parameters are not a valid law (Sigma not positive definite?)",
@@ -239,14 +304,15 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
         be = ghf_backend_cpu_create(comm, sh->x, sh->nrows, d, err, errlen);
         if (!be) st = 1; /* agreed inside */
     }
-    if (!st) st = ghf_backend_cpu_rows(be, &in, r->q, r->ll, r->ey, r->eu, stats, err, errlen) ? 1 : 0;
+    const int gauss = fam == GHF_FAMILY_GAUSS;
+    eval_ctx e = {r, gauss, st ? 0.0 : -0.5 * (d * GHF_LOG_2PI + g.logdet)};
+    if (!st)
+        st = ghf_backend_cpu_score(be, &in, r->q, r->zw, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
     if (be) be->destroy(be);
     if (!st) {
         ghf_xsum acc;
-        int64_t k = 0;
-        eval_finish(r, fam == GHF_FAMILY_GAUSS, d, g.logdet, &acc, &k);
-        int64_t cnt[2] = {k, 0};
-        for (int64_t i = 0; i < r->n; i++) cnt[1] += r->flag[i] != 0;
+        int64_t cnt[2];
+        eval_sums(r, &acc, cnt);
         MPI_Allreduce(MPI_IN_PLACE, cnt, 2, MPI_INT64_T, MPI_SUM, comm);
         if (ghf_xsum_allreduce(comm, &acc, 1) != 0) {
             snprintf(err, errlen, "eval: the all-reduce of the log-likelihood failed");
@@ -256,25 +322,21 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
         res->n_nonfinite = cnt[1];
         res->loglik = ghf_xsum_value(&acc);
     }
-    free(stats);
     ghf_derived_free(&g);
     ghf_params_free(&t);
     return ghf_agree(comm, st, err, errlen);
 }
 
-int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, double *loglik,
-                     int64_t *n_obs, char *err, size_t errlen)
+int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, int spend_x,
+                     double *loglik, int64_t *n_obs, char *err, size_t errlen)
 {
     eval_rows r;
     ghf_eval_result res;
     memset(&res, 0, sizeof res);
-    const int oom = rows_alloc(&r, sh->nrows) != 0;
+    const int oom = rows_alloc(&r, sh->nrows, spend_x ? sh->x : NULL, sh->d, fam != GHF_FAMILY_GAUSS) != 0;
     if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh->nrows);
     int st = ghf_agree(comm, oom, err, errlen);
-    if (!st) {
-        flag_nonfinite(sh, law->mu, r.flag);
-        st = eval_rows_compute(comm, law, fam, sh, &r, &res, err, errlen);
-    }
+    if (!st) st = eval_rows_compute(comm, law, fam, sh, &r, &res, err, errlen);
     rows_free(&r);
     *loglik = res.loglik;
     *n_obs = res.n_obs;
@@ -287,7 +349,7 @@ static int eval_write(MPI_Comm comm, const ghf_eval_opts *o, const ghf_shard *sh
 {
     const ghf_h5_column cols[] = {
         {"/logpdf", 0, r->ll, "log-density of the row under the fitted law (natural log)"},
-        {"/mahalanobis", 0, r->maha, "sqrt((x - mu)' Sigma^-1 (x - mu)) with the fit's mu and Sigma"},
+        {"/mahalanobis", 0, r->q, "sqrt((x - mu)' Sigma^-1 (x - mu)) with the fit's mu and Sigma"},
         {"/e_y", 0, r->ey, "E[Y | x]: posterior mean of the mixing variable"},
         {"/e_invy", 0, r->eu, "E[1/Y | x]: posterior mean of the inverse mixing variable"},
         {"/nonfinite", 1, r->flag, "0: finite row; 1: the row holds a non-finite value (its values NaN); "
@@ -344,15 +406,12 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
         st = ghf_h5_read_shard(comm, &ro, &sh, err, errlen);
     }
     if (!st) {
-        const int oom = rows_alloc(&r, sh.nrows) != 0;
+        const int oom = rows_alloc(&r, sh.nrows, sh.x, sh.d, fam != GHF_FAMILY_GAUSS) != 0; /* the pass destroys sh.x */
         if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh.nrows);
         st = ghf_agree(comm, oom, err, errlen);
     }
     double t1 = MPI_Wtime();
-    if (!st) {
-        flag_nonfinite(&sh, law.mu, r.flag);
-        st = eval_rows_compute(comm, &law, fam, &sh, &r, res, err, errlen);
-    }
+    if (!st) st = eval_rows_compute(comm, &law, fam, &sh, &r, res, err, errlen);
     double t2 = MPI_Wtime();
     if (!st) st = eval_write(comm, o, &sh, &r, res, err, errlen);
     res->seconds_read = t1 - t0;

@@ -43,9 +43,11 @@ typedef struct ghf_eval_result {
 int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, char *err, size_t errlen);
 
 /* Collective over comm: the total log-density of the finite rows of sh
- * (each rank its rows; the non-finite rows are set to mu and not counted)
- * under the law, with exactly `ghfit eval`'s per-row math.  0, 1 or 2. */
-int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, double *loglik,
-                     int64_t *n_obs, char *err, size_t errlen);
+ * (each rank its rows; the non-finite rows are not counted) under the law,
+ * with exactly `ghfit eval`'s per-row math.  spend_x = 1 lets the pass use
+ * the memory of sh->x for its results (as `ghfit eval` does; the rows are
+ * lost), 0 leaves sh->x as it is.  0, 1 or 2. */
+int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, int spend_x,
+                     double *loglik, int64_t *n_obs, char *err, size_t errlen);
 
 #endif
