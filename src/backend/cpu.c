@@ -101,6 +101,23 @@ static void block_qzw_blas(const cpu_impl *c, const ghf_estep_input *in, const d
     }
 }
 
+/* q and zw of the nb rows from r0: the packed register kernels for small d
+ * (xT: the packed rows; the next block prefetched), else through BLAS (zb). */
+static void block_qzw(const cpu_impl *c, const ghf_estep_input *in, int64_t r0, int nb, double *xT, double *zb,
+                      double *qv, double *zwv)
+{
+    const int d = c->d;
+    const double *xb = c->x + (size_t)r0 * d;
+    if (d <= c->small_d) {
+        const int64_t r1 = r0 + CPU_BLOCK;
+        const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
+        c->k->pack(d, xb, nb, xT);
+        c->k->qzw(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
+    } else {
+        block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
+    }
+}
+
 /* Weighted EM: the block's per-row moments (and |zw|, the scale of the
  * log-likelihood's rounding) times the rows' weights; a row of weight 0
  * contributes exact zeros (also where its moments are not finite).  wpad
@@ -167,14 +184,7 @@ static void cpu_block(const cpu_impl *c, const ghf_estep_input *in, const ghf_cp
     double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK, *ub = zwv + CPU_BLOCK;
     double *vb = ub + CPU_BLOCK, *lb = vb + CPU_BLOCK, *llb = lb + CPU_BLOCK, *ux = llb + CPU_BLOCK;
     const int small = d <= c->small_d;
-    if (small) {
-        const int64_t r1 = r0 + CPU_BLOCK;
-        const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
-        c->k->pack(d, xb, nb, xT);
-        c->k->qzw(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
-    } else {
-        block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
-    }
+    block_qzw(c, in, r0, nb, xT, zb, qv, zwv);
     if (c->ref_path)
         c->k->moments_ref(bs, qv, zwv, nb, ub, vb, lb, llb);
     else
@@ -419,14 +429,7 @@ static double score_block_q(const cpu_impl *c, const ghf_estep_input *in, int64_
     const double *xb = c->x + (size_t)r0 * d;
     double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
     double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK;
-    if (d <= c->small_d) {
-        const int64_t r1 = r0 + CPU_BLOCK;
-        const int nn = r1 < c->nrows ? (int)(c->nrows - r1 < CPU_BLOCK ? c->nrows - r1 : CPU_BLOCK) : 0;
-        c->k->pack(d, xb, nb, xT);
-        c->k->qzw(d, xT, nb, in->mu, in->linv, in->w, qv, zwv, nn ? xb + (size_t)CPU_BLOCK * d : NULL, nn);
-    } else {
-        block_qzw_blas(c, in, xb, nb, zb, qv, zwv);
-    }
+    block_qzw(c, in, r0, nb, xT, zb, qv, zwv);
     double qm = 0.0;
     for (int i = 0; i < nb; i++) {
         if (!isfinite(qv[i]) && !row_is_finite(xb + (size_t)i * d, d)) {
