@@ -278,7 +278,7 @@ static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, co
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
                               law->b, all, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
-                              n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL};
+                              n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL, NULL, NULL};
     ghf_gof_result r;
     memset(&r, 0, sizeof r);
     const double t0 = MPI_Wtime();

@@ -89,6 +89,10 @@ typedef struct ghf_em_opts {
      * Returns 0, or non-zero to abort the fit with a run-time error. */
     int (*on_state)(void *ctx, const ghf_em_state *st, int stopping);
     void *on_state_ctx;
+    /* Called before every E-step, starts and nested runs included (a
+     * heartbeat for ranks that wait on this fit), or NULL. */
+    void (*beat)(void *arg);
+    void *beat_arg;
 } ghf_em_opts;
 
 void ghf_em_opts_defaults(ghf_em_opts *o);

@@ -18,6 +18,7 @@
 int ghf__em_estep(em_ctx *e, const ghf_params *t, int stop_req, char *err, size_t errlen)
 {
     if (ghf_derive(t, &e->g) != 0) return -1;
+    if (e->o->beat) e->o->beat(e->o->beat_arg);
     ghf_estep_input in;
     in.d = e->d;
     in.mu = t->mu;

@@ -119,9 +119,8 @@ int ghf_job_read_file(const char *path, char **text, size_t *len, char *err, siz
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
 
 /* The settings of weights and missing coordinates: not both weights and
- * halflife, a dataset named, not with se or the CUDA backend; --missing em
- * not with drop_nonfinite, se, the CUDA backend or the gauss family.  0, or
- * 2 with a message. */
+ * halflife, a dataset named, not with se; --missing em not with
+ * drop_nonfinite, se or the gauss family.  0, or 2 with a message. */
 int ghf_job_check_weights(const ghf_job *j, char *err, size_t errlen);
 
 /* The effective configuration as YAML text that ghf_job_parse accepts again

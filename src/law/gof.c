@@ -489,6 +489,7 @@ int ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, siz
         out->ks[j] = s.ks, out->ad[j] = s.ad, out->cvm[j] = s.cvm;
         out->ks_p[j] = s.ks_p, out->ad_p[j] = s.ad_p, out->cvm_p[j] = s.cvm_p;
         if (in->progress) in->progress("margins", (int)j + 1, (int)d);
+        if (in->tick) in->tick(in->tick_arg);
     }
     if (!st) {
         st = radial_values(in, v, &out->delta2);

@@ -81,6 +81,8 @@ typedef struct ghf_gof_input {
     size_t nexact, nknots;              /* ghf_gof_pit_sorted */
     int want_pit;                       /* keep the PITs in row order */
     void (*progress)(const char *what, int done, int total); /* or NULL */
+    void (*tick)(void *);               /* called after each margin (a job's heartbeat), or NULL */
+    void *tick_arg;
 } ghf_gof_input;
 
 typedef struct ghf_gof_result {

@@ -61,7 +61,15 @@ typedef struct rep_ws {
     double *xraw;  /* [n*d] the draw */
     double *zb;    /* [d] */
     int64_t n;
+    void (*tick)(void *); /* a job's heartbeat, or NULL */
+    void *tick_arg;
 } rep_ws;
+
+/* Replicate outcomes: done, failed (counted, left out), or a run-time
+ * failure of this rank (out of memory: the command fails). */
+enum { REP_OK = 0, REP_FAILED = 1, REP_RUNTIME = 2 };
+
+
 
 /* 1 if the refitted law is usable (gauss: p, a, b are NaN) */
 static int refit_finite(const ghf_params *t, const ghf_gof_refit *m)
@@ -86,8 +94,9 @@ static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_par
     memset(&init, 0, sizeof init);
     if (!be || ghf_params_alloc(&init, d) != 0) {
         snprintf(why, whylen, "%s", be ? "out of memory" : e);
+        ghf_params_free(&init);
         if (be) be->destroy(be);
-        return 1;
+        return REP_RUNTIME;
     }
     ghf_em_opts eo;
     ghf_em_opts_defaults(&eo);
@@ -105,14 +114,15 @@ static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_par
     const double fp = ghf_model_fixed_p(&mm, d);
     if (!isnan(fp)) init.p = fp;
     eo.init = &init;
+    eo.beat = w->tick, eo.beat_arg = w->tick_arg; /* a job's heartbeat at every E-step of the refit */
     ghf_em_result res;
     memset(&res, 0, sizeof res);
     if (ghf_em_fit(MPI_COMM_SELF, be, d, &eo, &res, e, sizeof e) != 0) {
         snprintf(why, whylen, "refit: %.200s", e);
-        st = 1;
+        st = REP_FAILED;
     } else if (res.outcome == GHF_EM_FAILED || res.outcome == GHF_EM_INTERRUPTED || !refit_finite(&res.params, w->m)) {
         snprintf(why, whylen, "refit: %.200s", res.status);
-        st = 1;
+        st = REP_FAILED;
     } else {
         ghf_data_params_to_data(data, &res.params, outp);
         *iters = res.n_iter;
@@ -124,7 +134,8 @@ static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_par
 }
 
 /* Replicate b: draw, prepare, refit, statistics into T[3(d+1)] (margins'
- * ks, ad, cvm, then the radial ones).  0, or 1 with the reason. */
+ * ks, ad, cvm, then the radial ones).  REP_OK, or REP_FAILED / REP_RUNTIME
+ * with the reason. */
 static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, char *why, size_t whylen)
 {
     const int d = w->law->d;
@@ -133,7 +144,7 @@ static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, 
     const int64_t bad = ghf_sample_rows(&w->t, w->L, sb, 0, n, w->xraw, w->zb);
     if (bad >= 0) {
         snprintf(why, whylen, "row %lld of the draw is not finite", (long long)bad);
-        return 1;
+        return REP_FAILED;
     }
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);
@@ -142,18 +153,22 @@ static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, 
     sh.file_dtype_bits = 64;
     sh.x = malloc((size_t)n * (size_t)d * sizeof(double));
     if (!sh.x) {
-        snprintf(why, whylen, "out of memory");
-        return 1;
+        snprintf(why, whylen, "out of memory for a replicate of %lld x %d", (long long)n, d);
+        return REP_RUNTIME;
     }
     memcpy(sh.x, w->xraw, (size_t)n * (size_t)d * sizeof(double));
     ghf_data data;
     ghf_params outp;
     memset(&outp, 0, sizeof outp);
-    int st = ghf_data_prepare(MPI_COMM_SELF, &sh, "the bootstrap sample", &data, why, whylen) != 0;
+    int st = ghf_data_prepare(MPI_COMM_SELF, &sh, "the bootstrap sample", &data, why, whylen);
+    st = st == 1 ? REP_RUNTIME : st ? REP_FAILED : REP_OK; /* 1: out of memory; 2: unusable draw */
     if (!st) {
-        st = ghf_params_alloc(&outp, d) != 0;
-        if (st) snprintf(why, whylen, "out of memory");
-        else st = rep_refit(w, &data, sb, &outp, iters, why, whylen);
+        if (ghf_params_alloc(&outp, d) != 0) {
+            snprintf(why, whylen, "out of memory");
+            st = REP_RUNTIME;
+        } else {
+            st = rep_refit(w, &data, sb, &outp, iters, why, whylen);
+        }
         ghf_data_free(&data);
     }
     ghf_shard_free(&sh);
@@ -163,11 +178,12 @@ static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, 
         in.p = outp.p, in.a = outp.a, in.b = outp.b;
         in.x = w->xraw, in.n = (size_t)n;
         in.Q = 0, in.want_pit = 0, in.progress = NULL;
+        in.tick = w->tick, in.tick_arg = w->tick_arg;
         ghf_gof_result r;
         char e[512];
         if (ghf_gof_compute(&in, &r, e, sizeof e) != 0) {
             snprintf(why, whylen, "statistics under the refit: %.200s", e);
-            st = 1;
+            st = REP_FAILED;
         } else {
             for (int j = 0; j < d; j++) T[j] = r.ks[j], T[d + j] = r.ad[j], T[2 * d + j] = r.cvm[j];
             T[3 * d] = r.radial.ks, T[3 * d + 1] = r.radial.ad, T[3 * d + 2] = r.radial.cvm;
@@ -207,8 +223,10 @@ static int ws_init(rep_ws *w, const ghf_fit_law *law, const ghf_gof_refit *m, co
 static void boot_pvalues(const double *tab, int B, int d, const ghf_gof_result *obs, ghf_gof_boot *out)
 {
     const int K = 3 * (d + 1);
+    for (int j = 0; j < d; j++) out->ks_p[j] = out->ad_p[j] = out->cvm_p[j] = NAN;
+    out->rks_p = out->rad_p = out->rcvm_p = NAN;
     double *Tobs = malloc((size_t)K * sizeof(double)), *cnt = calloc((size_t)K, sizeof(double));
-    if (!Tobs || !cnt) { /* the caller checked the p-value arrays; this is tiny */
+    if (!Tobs || !cnt) { /* tiny: the p-values stay NaN */
         free(Tobs), free(cnt);
         return;
     }
@@ -255,6 +273,7 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
     out->B = B, out->seed = seed;
     rep_ws w;
     int wst = ws_init(&w, law, m, tmpl, n);
+    w.tick = tick, w.tick_arg = tick_arg;
     double *tab = calloc((size_t)B * (size_t)(K + 1), sizeof(double));
     double *sum = rank == 0 ? calloc((size_t)B * (size_t)(K + 1), sizeof(double)) : NULL;
     if (rank == 0) {
@@ -266,7 +285,7 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
     if (oom) snprintf(err, errlen, "gof --bootstrap: out of memory for %d replicates of %lld x %d", B, (long long)n, d);
     else if (wst == 2) snprintf(err, errlen, "gof --bootstrap: the fit's Sigma is not positive definite");
     int st = ghf_agree(comm, oom ? 1 : wst, err, errlen);
-    int first = INT32_MAX, mine = 0, done = 0, next_pct = 10;
+    int first = INT32_MAX, mine = 0, done = 0, next_pct = 10, runtime = 0;
     char why[320] = "";
     int64_t iters = 0;
     for (int b = rank; b < B; b += size) mine++;
@@ -278,7 +297,12 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
         double *row = tab + (size_t)b * (size_t)(K + 1);
         char e[320] = "";
         int it = 0;
-        int bad = ghf_test_fail("gofboot", e, sizeof e) || rep_one(&w, seed, b, row + 1, &it, e, sizeof e);
+        const int bad = ghf_test_fail("gofboot", e, sizeof e) ? REP_FAILED : rep_one(&w, seed, b, row + 1, &it, e, sizeof e);
+        if (bad == REP_RUNTIME) { /* this rank cannot go on: agreed after the loop */
+            snprintf(err, errlen, "gof --bootstrap: replicate %d: %s", b + 1, e);
+            runtime = 1;
+            break;
+        }
         if (bad) {
             memset(row, 0, (size_t)(K + 1) * sizeof(double));
             if (b < first) first = b, snprintf(why, sizeof why, "%s", e);
@@ -296,6 +320,7 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
         }
     }
     omp_set_num_threads(nthr);
+    if (!st) st = ghf_agree(comm, runtime, err, errlen);
     if (!st) {
         MPI_Reduce(tab, sum, B * (K + 1), MPI_DOUBLE, MPI_SUM, 0, comm);
         int64_t itot = 0;
