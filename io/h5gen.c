@@ -48,6 +48,8 @@ typedef struct gen_ds {
     int n_attrs;
     const char *const *keys, *const *vals;
     int64_t offset; /* in the file, once allocated */
+    int64_t block;  /* vectors of doubles: 0, or the sub-block layout of ghf_h5_column */
+    int stride, col;
 } gen_ds;
 
 static hid_t gen_type(int es)
@@ -186,6 +188,21 @@ static int reserve_and_allocate(const char *tmp, const char *what, gen_ds *gs, i
     return rc;
 }
 
+/* Rows [lr0, lr0 + cnt) of a sub-block vector g (of nrows rows) into buf. */
+static const void *gather_rows(const gen_ds *g, int64_t nrows, int64_t lr0, int64_t cnt, double *buf)
+{
+    const double *x = (const double *)g->x;
+    const int64_t B = g->block;
+    for (int64_t i = lr0; i < lr0 + cnt;) {
+        const int64_t b = i / B, j = i % B, nb = nrows - b * B < B ? nrows - b * B : B;
+        int64_t k = nb - j;
+        if (k > lr0 + cnt - i) k = lr0 + cnt - i;
+        memcpy(buf + (i - lr0), x + b * B * g->stride + g->col * nb + j, (size_t)k * sizeof(double));
+        i += k;
+    }
+    return buf;
+}
+
 /* All ranks, step 3: one dataset's rows [row0, row0 + nrows) at its offset,
  * in pieces.  0, or 1 (this rank's failure). */
 static int write_rows(MPI_File fh, MPI_Comm comm, const gen_ds *g, int64_t row0, int64_t nrows)
@@ -201,8 +218,9 @@ static int write_rows(MPI_File fh, MPI_Comm comm, const gen_ds *g, int64_t row0,
     const int src_es = es == 1 ? 1 : 8; /* float32 is converted from doubles */
     float *fbuf = NULL;
     int bad = 0;
-    if (es == 4 && nrows > 0) {
-        fbuf = (float *)malloc((size_t)(nrows < piece_rows ? nrows : piece_rows) * (size_t)d * sizeof(float));
+    if ((es == 4 || g->block > 0) && nrows > 0) {
+        fbuf = (float *)malloc((size_t)(nrows < piece_rows ? nrows : piece_rows) * (size_t)d *
+                               (es == 4 ? sizeof(float) : sizeof(double)));
         bad = !fbuf;
     }
     for (int64_t p = 0; p < n_pieces; p++) {
@@ -216,6 +234,8 @@ static int write_rows(MPI_File fh, MPI_Comm comm, const gen_ds *g, int64_t row0,
             for (int64_t i = 0; i < m; i++) fbuf[i] = (float)src[i];
             buf = fbuf;
         }
+        if (cnt > 0 && g->block > 0) /* gather the piece from its sub-blocks */
+            buf = gather_rows(g, nrows, lr0, cnt, (double *)fbuf);
         MPI_Status ms;
         const MPI_Offset at = (MPI_Offset)(g->offset + (row0 + lr0) * row_bytes);
         const int rc = MPI_File_write_at_all(fh, at, buf, (int)(cnt * d), mt, &ms);
@@ -354,7 +374,7 @@ int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, in
     for (int i = 0; i < n_attrs; i++) has_desc |= strcmp(attr_keys[i], "description") == 0;
     char what[4200];
     snprintf(what, sizeof what, "%s:%s", pn, dn);
-    gen_ds g[1] = {{dn, n, d, es, x, n_attrs, attr_keys, attr_vals, 0}};
+    gen_ds g[1] = {{dn, n, d, es, x, n_attrs, attr_keys, attr_vals, 0, 0, 0, 0}};
     if (!has_desc && n_attrs == 0) {
         g[0].n_attrs = 1;
         g[0].keys = dkey;
@@ -407,7 +427,8 @@ int ghf_h5_write_columns(MPI_Comm comm, const char *path, const char *signature,
         st = 2;
     } else {
         for (int k = 0; k < n_cols; k++)
-            if (!cols[k].name || (nrows > 0 && !cols[k].data)) {
+            if (!cols[k].name || (nrows > 0 && !cols[k].data) ||
+                (cols[k].block != 0 && (cols[k].block < 0 || cols[k].col < 0 || cols[k].col >= cols[k].stride))) {
                 ghf__seterr(err, errlen, "%s: column %d has no name or no data on rank %d", pn, k, rank);
                 st = 2;
             }
@@ -429,7 +450,7 @@ int ghf_h5_write_columns(MPI_Comm comm, const char *path, const char *signature,
         dkey[k] = "description";
         dval[k] = cols[k].description ? cols[k].description : "";
         g[k] = (gen_ds){cols[k].name, n, 0, cols[k].uint8 ? 1 : 8, cols[k].data, cols[k].description ? 1 : 0,
-                        &dkey[k], &dval[k], 0};
+                        &dkey[k], &dval[k], 0, cols[k].uint8 ? 0 : cols[k].block, cols[k].stride, cols[k].col};
     }
     return gen_write(comm, rank, path, pn, g, n_cols, signature, n_root, root, row0, nrows, err, errlen);
 }

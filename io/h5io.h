@@ -224,6 +224,11 @@ typedef struct ghf_h5_column {
     int uint8;
     const void *data;
     const char *description;
+    /* 0: data holds the rank's rows in order; else (doubles only) the rows
+     * lie in sub-blocks of `block` rows: sub-block b, of nb rows (block but
+     * for the last), has its values at data + b block stride + col nb */
+    int64_t block;
+    int stride, col;
 } ghf_h5_column;
 
 /* `ghfit eval`: n_cols (at most 16) vectors of n rows, each rank passing its

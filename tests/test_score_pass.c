@@ -59,7 +59,7 @@ static ghf_fit_law law_of(const fam_case *f, const ghf_params *t)
 
 /* the pass's per-block values into whole arrays */
 typedef struct rows_out {
-    double *ll, *ey, *eu;
+    double *ll, *ey, *eu, *q; /* q: NULL, or the block's q kept too (the one pass's are scratch) */
 } rows_out;
 
 static void keep_block(void *ctx, const ghf_score_block *b)
@@ -68,6 +68,39 @@ static void keep_block(void *ctx, const ghf_score_block *b)
     memcpy(o->ll + b->r0, b->ll, (size_t)b->nb * sizeof(double));
     memcpy(o->ey + b->r0, b->ey, (size_t)b->nb * sizeof(double));
     memcpy(o->eu + b->r0, b->einvy, (size_t)b->nb * sizeof(double));
+    if (o->q) memcpy(o->q + b->r0, b->q, (size_t)b->nb * sizeof(double));
+}
+
+/* ghf_backend_cpu_score1 (eval's one pass, 1 and 2 threads) against the two
+ * passes' values: the same bits, the same flags */
+static void check_one_pass(const fam_case *f, const ghf_estep_input *in, const double *x, int64_t n,
+                           const double *q, const double *ll, const double *ey, const double *eu,
+                           const unsigned char *flag)
+{
+    const int d = in->d;
+    char err[256];
+    double *b = malloc((size_t)n * 4 * sizeof(double));
+    unsigned char *fl = malloc((size_t)n);
+    for (int th = 1; th <= 2; th++) {
+        memset(fl, 0, (size_t)n);
+        rows_out o = {b, b + n, b + 2 * n, b + 3 * n};
+        omp_set_num_threads(th);
+        ghf_backend *be = ghf_backend_cpu_create(MPI_COMM_SELF, x, n, d, err, sizeof err);
+        CHECK(be && ghf_backend_cpu_score1(be, in, 0, fl, keep_block, &o, err, sizeof err) == 0,
+              "%s d=%d: one pass: %s", f->name, d, err);
+        if (be) be->destroy(be);
+        omp_set_num_threads(1);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n; i++)
+            diff += fl[i] != flag[i] || (!fl[i] && (memcmp(&o.q[i], &q[i], sizeof(double)) ||
+                                                  memcmp(&o.ll[i], &ll[i], sizeof(double)) ||
+                                                  memcmp(&o.ey[i], &ey[i], sizeof(double)) ||
+                                                  memcmp(&o.eu[i], &eu[i], sizeof(double))));
+        CHECK(diff == 0, "%s d=%d, %d threads: %lld rows of the one pass differ from the two passes", f->name, d, th,
+              (long long)diff);
+    }
+    free(b);
+    free(fl);
 }
 
 /* the per-row values of the pass against one-row E-steps and the flags */
@@ -84,10 +117,11 @@ static void check_rows(const fam_case *f, const ghf_params *t, const double *x, 
     double *eu = malloc((size_t)n * sizeof(double));
     unsigned char *flag = calloc((size_t)n, 1);
     ghf_backend *be = ghf_backend_cpu_create(MPI_COMM_SELF, x, n, d, err, sizeof err);
-    rows_out o = {ll, ey, eu};
-    CHECK(be && ghf_backend_cpu_score(be, &in, q, zw, flag, keep_block, &o, err, sizeof err) == 0,
+    rows_out o = {ll, ey, eu, NULL};
+    CHECK(be && ghf_backend_cpu_score(be, &in, 0, q, zw, flag, keep_block, &o, err, sizeof err) == 0,
           "%s d=%d: score: %s", f->name, d, err);
     if (be) be->destroy(be);
+    if (d >= 3 && d <= GHF_SCORE_ONE_PASS_MAX_D) check_one_pass(f, &in, x, n, q, ll, ey, eu, flag);
     int nflag = 0, wrong = 0;
     double worst = 0.0;
     const int len = ghf_stats_len(d);

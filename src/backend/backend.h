@@ -63,8 +63,12 @@ ghf_backend *ghf_backend_cpu_create(MPI_Comm comm, const double *x, int64_t nrow
  * zw[i]); a row holding a non-finite value gets flag[i] = 1 (flag is not
  * otherwise written) and the values of x_i = mu.  The second calls fn (not
  * NULL) for every sub-block, in the thread that computed it: with zw, the rows' log
- * f(x_i), E[Y|x_i], E[1/Y|x_i] (the Bessel plan built for the largest q
- * over all ranks, so that every row's values depend on its row only) in
+ * f(x_i), E[Y|x_i], E[1/Y|x_i] (the Bessel plan built for a global range,
+ * so that every row's values depend on its row only: for 3 <= d <=
+ * GHF_SCORE_ONE_PASS_MAX_D and row0, the rank's first row in the data set,
+ * a multiple of GHF_SCORE_BLOCK on every rank, the range of
+ * ghf_backend_cpu_score1, so that both give the same values; else the
+ * largest q over all ranks) in
  * the block's ll, ey, einvy (the thread's scratch, valid during the call;
  * rows with a non-finite result keep what the arithmetic gave); without
  * zw, the quadratic forms only (ll, ey, einvy NULL; nothing collective).
@@ -80,8 +84,25 @@ typedef struct ghf_score_block {
     unsigned char *flag;  /* flag + r0 */
 } ghf_score_block;
 typedef void (*ghf_score_fn)(void *ctx, const ghf_score_block *b);
-int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q, double *zw, unsigned char *flag,
-                          ghf_score_fn fn, void *ctx, char *err, size_t errlen);
+int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, int64_t row0, double *q, double *zw,
+                          unsigned char *flag, ghf_score_fn fn, void *ctx, char *err, size_t errlen);
+/* `ghfit eval` in one pass (collective; as ghf_backend_cpu_score with zw):
+ * sub-block by sub-block, q, zw, flags, the moments and fn while the
+ * block is in cache; q, ll, ey, einvy of the block are the thread's
+ * scratch.  fn is called once the block's own rows (x + r0 d, nb d doubles)
+ * have been read for the last time: it may overwrite them, and no other
+ * rows.  The Bessel plan covers q up to GHF_SCORE_MARGIN times the largest
+ * q of the sampled sub-blocks (those whose global index, row0 /
+ * GHF_SCORE_BLOCK + local index, is a multiple of GHF_SCORE_SAMPLE) over
+ * all ranks; rows above it are evaluated directly.  row0: the rank's
+ * first row in the data set, a multiple of GHF_SCORE_BLOCK, so that every
+ * rank count samples the same rows and builds the same plan.  Returns 0,
+ * or 1 (message in err). */
+#define GHF_SCORE_SAMPLE 64
+#define GHF_SCORE_ONE_PASS_MAX_D 32 /* eval takes the one pass up to this d (above: no faster) */
+#define GHF_SCORE_MARGIN 16.0
+int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t row0, unsigned char *flag,
+                           ghf_score_fn fn, void *ctx, char *err, size_t errlen);
 /* dst[0..n) = src[0..n), with non-temporal stores where dst is 16-byte
  * aligned (for results read back only after a pass over many rows: no
  * read-for-ownership of their cache lines).  A thread's streamed stores are

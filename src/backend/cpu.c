@@ -443,6 +443,31 @@ static double score_block_q(const cpu_impl *c, const ghf_estep_input *in, int64_
     return qm;
 }
 
+/* One pass: the plan's range from the sampled sub-blocks (global index a
+ * multiple of GHF_SCORE_SAMPLE): GHF_SCORE_MARGIN times their largest finite
+ * q over all ranks.  Collective. */
+static int score_sample_qmax(const cpu_impl *c, const ghf_estep_input *in, int64_t row0, double *qmax)
+{
+    const int d = c->d;
+    const int64_t nblk = (c->nrows + CPU_BLOCK - 1) / CPU_BLOCK, g0 = row0 / CPU_BLOCK;
+    const int64_t first = (GHF_SCORE_SAMPLE - g0 % GHF_SCORE_SAMPLE) % GHF_SCORE_SAMPLE;
+    double qs = 0.0;
+#pragma omp parallel num_threads(c->nthreads) reduction(max : qs)
+    {
+        double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
+        double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
+        double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK;
+#pragma omp for schedule(static)
+        for (int64_t bi = first; bi < nblk; bi += GHF_SCORE_SAMPLE) {
+            const int nb = score_nb(c, bi);
+            block_qzw(c, in, bi * CPU_BLOCK, nb, xT, zb, qv, zwv);
+            for (int i = 0; i < nb; i++) qs = qv[i] > qs && qv[i] <= DBL_MAX ? qv[i] : qs;
+        }
+    }
+    *qmax = qs;
+    return MPI_Allreduce(MPI_IN_PLACE, qmax, 1, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS;
+}
+
 /* Second pass, one sub-block: the moments from q and zw into the thread's
  * scratch (ll, E[Y|x], E[1/Y|x], E[log Y|x] not kept), then fn. */
 static void score_block_moments(const cpu_impl *c, const ghf_cpu_bessel *bs, int64_t bi, double *wb,
@@ -459,8 +484,8 @@ static void score_block_moments(const cpu_impl *c, const ghf_cpu_bessel *bs, int
     fn(ctx, &b);
 }
 
-int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q, double *zw, unsigned char *flag,
-                          ghf_score_fn fn, void *ctx, char *err, size_t errlen)
+int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, int64_t row0, double *q, double *zw,
+                          unsigned char *flag, ghf_score_fn fn, void *ctx, char *err, size_t errlen)
 {
     cpu_impl *c = be->impl;
     const int d = c->d;
@@ -491,7 +516,16 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
         }
         return 0;
     }
-    if (MPI_Allreduce(MPI_IN_PLACE, &qmax, 1, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS) {
+    /* the plan's range: as the one pass where eval may take it (the same
+     * values whichever pass), else the largest q over all ranks */
+    int rc;
+    if (d >= 3 && d <= GHF_SCORE_ONE_PASS_MAX_D && !ghf_any(c->comm, row0 < 0 || row0 % CPU_BLOCK != 0)) {
+        rc = score_sample_qmax(c, in, row0, &qmax);
+        qmax *= GHF_SCORE_MARGIN;
+    } else {
+        rc = MPI_Allreduce(MPI_IN_PLACE, &qmax, 1, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS;
+    }
+    if (rc) {
         snprintf(err, errlen, "the all-reduce of the rows' largest quadratic form failed");
         return 1;
     }
@@ -504,6 +538,60 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, double *q,
         double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
 #pragma omp for schedule(static)
         for (int64_t bi = 0; bi < nblk; bi++) score_block_moments(c, &bs, bi, wb, q, zw, flag, fn, ctx);
+        ghf__stream_fence(); /* fn's streamed stores */
+    }
+    return 0;
+}
+
+/* One pass, one sub-block: q, zw, flags (as score_block_q), the moments,
+ * then fn, all in the thread's scratch. */
+static void score_block_one(const cpu_impl *c, const ghf_cpu_bessel *bs, const ghf_estep_input *in, int64_t bi,
+                            double *wb, unsigned char *flag, ghf_score_fn fn, void *ctx)
+{
+    const int d = c->d;
+    const int64_t r0 = bi * CPU_BLOCK;
+    const int nb = score_nb(c, bi);
+    const double *xb = c->x + (size_t)r0 * d;
+    double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
+    double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK;
+    double *ll = zwv + CPU_BLOCK, *v = ll + CPU_BLOCK, *u = v + CPU_BLOCK, *lb = u + CPU_BLOCK;
+    block_qzw(c, in, r0, nb, xT, zb, qv, zwv);
+    int bad = 0;
+    for (int i = 0; i < nb; i++) bad |= !(qv[i] <= DBL_MAX); /* NaN or inf */
+    if (bad) /* rare */
+        for (int i = 0; i < nb; i++)
+            if (!isfinite(qv[i]) && !row_is_finite(xb + (size_t)i * d, d)) {
+                flag[r0 + i] = 1;
+                qv[i] = zwv[i] = 0.0;
+            }
+    if (c->ref_path)
+        c->k->moments_ref(bs, qv, zwv, nb, u, v, lb, ll);
+    else
+        c->k->moments_vec(bs, qv, zwv, nb, u, v, lb, ll);
+    const ghf_score_block b = {bi, r0, nb, qv, ll, v, u, flag + r0};
+    fn(ctx, &b);
+}
+
+int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t row0, unsigned char *flag,
+                           ghf_score_fn fn, void *ctx, char *err, size_t errlen)
+{
+    cpu_impl *c = be->impl;
+    const int d = c->d;
+    const int64_t nblk = (c->nrows + CPU_BLOCK - 1) / CPU_BLOCK;
+    double qs = 0.0;
+    if (score_sample_qmax(c, in, row0, &qs)) {
+        snprintf(err, errlen, "the all-reduce of the sampled rows' largest quadratic form failed");
+        return 1;
+    }
+    const int use_plan = cpu_build_plan_q(c, in, GHF_SCORE_MARGIN * qs);
+    be->last_used_plan = use_plan;
+    const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL, use_plan && !c->ref_path ? c->fplan : NULL,
+                               c->plan_avx2};
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
+#pragma omp for schedule(static)
+        for (int64_t bi = 0; bi < nblk; bi++) score_block_one(c, &bs, in, bi, wb, flag, fn, ctx);
         ghf__stream_fence(); /* fn's streamed stores */
     }
     return 0;

@@ -123,6 +123,10 @@ typedef struct eval_rows {
     double *q, *ll, *ey, *eu; /* q becomes the Mahalanobis distance */
     double *zw;               /* the pass's scratch */
     double *mem;              /* what was allocated for them (ll, ey, eu may lie in the rows' memory) */
+    double *blk;              /* one pass (not NULL): the rows' memory; sub-block b (nb rows from r0)
+                                 keeps ll, ey, eu (and, d >= 4, the distance) at blk + r0 d, nb each */
+    int one;                  /* the one pass (ghf_backend_cpu_score1), the same on every rank */
+    int d;
     unsigned char *flag;
     int64_t nblk;             /* sub-blocks of GHF_SCORE_BLOCK rows */
     double *part;             /* [nblk] each sub-block's sum of its finite log-densities */
@@ -156,15 +160,21 @@ static double *rows_mem(size_t n, int k)
  * pass calls eval_block): when they have room (d >= 3), ll, ey and eu go
  * there, which spares fresh memory (zeroed pages: an eighth of the pass at
  * d = 10).  The pass's scratch zw when moments. */
-static int rows_alloc(eval_rows *r, int64_t n, double *spare, int d, int moments)
+static int rows_alloc(eval_rows *r, int64_t n, double *spare, int d, int moments, int one)
 {
     memset(r, 0, sizeof *r);
     r->n = n;
+    r->d = d;
     r->nblk = (n + GHF_SCORE_BLOCK - 1) / GHF_SCORE_BLOCK;
     const size_t m = (size_t)(n > 0 ? n + (n & 1) : 2), mb = (size_t)(r->nblk > 0 ? r->nblk : 1);
+    /* one pass: the values go to the block's own rows (the distance too when d >= 4) */
+    r->one = one;
     const int own = !(spare && n > 0 && (size_t)n * (size_t)d >= 3 * m);
-    r->mem = rows_mem(m, 1 + (moments ? 1 : 0) + (own ? 3 : 0));
-    if (r->mem) {
+    if (one) r->blk = spare; /* NULL: no rows */
+    r->mem = one ? (d >= 4 ? NULL : rows_mem(m, 1)) : rows_mem(m, 1 + (moments ? 1 : 0) + (own ? 3 : 0));
+    if (one) {
+        r->q = d >= 4 ? NULL : r->mem;
+    } else if (r->mem) {
         double *p = own ? r->mem : spare;
         r->ll = p, r->ey = p + m, r->eu = p + 2 * m;
         r->q = own ? r->mem + 3 * m : r->mem;
@@ -174,7 +184,7 @@ static int rows_alloc(eval_rows *r, int64_t n, double *spare, int d, int moments
     r->part = malloc(mb * sizeof(double));
     r->nok = malloc(mb * sizeof(int));
     r->nflag = malloc(mb * sizeof(int));
-    return r->mem && r->flag && r->part && r->nok && r->nflag ? 0 : -1;
+    return (r->mem || (one && d >= 4)) && r->flag && r->part && r->nok && r->nflag ? 0 : -1;
 }
 
 /* The pass's parameters.  The Gaussian has no mixing variable: its q comes
@@ -256,6 +266,17 @@ static void eval_block(void *vctx, const ghf_score_block *b)
     r->part[b->bi] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
     r->nok[b->bi] = nok;
     r->nflag[b->bi] = nflag;
+    if (r->blk) { /* one pass: the block's own rows, just read (in cache) */
+        double *o = r->blk + (size_t)b->r0 * (size_t)r->d;
+        memcpy(o, ll, (size_t)nb * sizeof(double));
+        memcpy(o + nb, ey, (size_t)nb * sizeof(double));
+        memcpy(o + 2 * nb, eu, (size_t)nb * sizeof(double));
+        if (r->d >= 4)
+            memcpy(o + 3 * nb, q, (size_t)nb * sizeof(double));
+        else
+            ghf__stream_copy(r->q + b->r0, q, nb);
+        return;
+    }
     ghf__stream_copy(r->ll + b->r0, ll, nb);
     ghf__stream_copy(r->ey + b->r0, ey, nb);
     ghf__stream_copy(r->eu + b->r0, eu, nb);
@@ -282,6 +303,17 @@ static void eval_sums(const eval_rows *r, ghf_xsum *acc, int64_t n[2])
     }
 }
 
+/* Collective: one pass (ghf_backend_cpu_score1) when the rows' memory may
+ * take the values (spend_x), the law has a mixing variable, 3 <= d <=
+ * GHF_SCORE_ONE_PASS_MAX_D and every rank's rows start at a multiple of GHF_SCORE_BLOCK; the same
+ * verdict on every rank. */
+static int eval_one_pass(MPI_Comm comm, const ghf_shard *sh, int spend_x, ghf_family fam)
+{
+    const int ok = spend_x && fam != GHF_FAMILY_GAUSS && sh->d >= 3 && sh->d <= GHF_SCORE_ONE_PASS_MAX_D &&
+                   sh->row0 >= 0 && sh->row0 % GHF_SCORE_BLOCK == 0;
+    return !ghf_any(comm, !ok);
+}
+
 /* Collective: the pass over the shard and the global sums.  0, 1 or 2. */
 static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh,
                              eval_rows *r, ghf_eval_result *res, char *err, size_t errlen)
@@ -306,8 +338,10 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     }
     const int gauss = fam == GHF_FAMILY_GAUSS;
     eval_ctx e = {r, gauss, st ? 0.0 : -0.5 * (d * GHF_LOG_2PI + g.logdet)};
-    if (!st)
-        st = ghf_backend_cpu_score(be, &in, r->q, r->zw, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
+    if (!st && r->one)
+        st = ghf_backend_cpu_score1(be, &in, sh->row0, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
+    else if (!st)
+        st = ghf_backend_cpu_score(be, &in, sh->row0, r->q, r->zw, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
     if (be) be->destroy(be);
     if (!st) {
         ghf_xsum acc;
@@ -333,7 +367,8 @@ int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_
     eval_rows r;
     ghf_eval_result res;
     memset(&res, 0, sizeof res);
-    const int oom = rows_alloc(&r, sh->nrows, spend_x ? sh->x : NULL, sh->d, fam != GHF_FAMILY_GAUSS) != 0;
+    const int one = eval_one_pass(comm, sh, spend_x, fam);
+    const int oom = rows_alloc(&r, sh->nrows, spend_x ? sh->x : NULL, sh->d, fam != GHF_FAMILY_GAUSS, one) != 0;
     if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh->nrows);
     int st = ghf_agree(comm, oom, err, errlen);
     if (!st) st = eval_rows_compute(comm, law, fam, sh, &r, &res, err, errlen);
@@ -347,13 +382,17 @@ int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_
 static int eval_write(MPI_Comm comm, const ghf_eval_opts *o, const ghf_shard *sh, const eval_rows *r,
                       const ghf_eval_result *res, char *err, size_t errlen)
 {
+    /* one pass: ll, ey, eu (and the distance when d >= 4) in sub-blocks of the rows' memory */
+    const int64_t B = r->one ? GHF_SCORE_BLOCK : 0;
+    const int qb = r->one && r->d >= 4;
     const ghf_h5_column cols[] = {
-        {"/logpdf", 0, r->ll, "log-density of the row under the fitted law (natural log)"},
-        {"/mahalanobis", 0, r->q, "sqrt((x - mu)' Sigma^-1 (x - mu)) with the fit's mu and Sigma"},
-        {"/e_y", 0, r->ey, "E[Y | x]: posterior mean of the mixing variable"},
-        {"/e_invy", 0, r->eu, "E[1/Y | x]: posterior mean of the inverse mixing variable"},
+        {"/logpdf", 0, B ? r->blk : r->ll, "log-density of the row under the fitted law (natural log)", B, r->d, 0},
+        {"/mahalanobis", 0, qb ? r->blk : r->q, "sqrt((x - mu)' Sigma^-1 (x - mu)) with the fit's mu and Sigma",
+         qb ? B : 0, r->d, qb ? 3 : 0},
+        {"/e_y", 0, B ? r->blk : r->ey, "E[Y | x]: posterior mean of the mixing variable", B, r->d, 1},
+        {"/e_invy", 0, B ? r->blk : r->eu, "E[1/Y | x]: posterior mean of the inverse mixing variable", B, r->d, 2},
         {"/nonfinite", 1, r->flag, "0: finite row; 1: the row holds a non-finite value (its values NaN); "
-                                   "2: its log-density is not finite"}};
+                                   "2: its log-density is not finite", 0, 0, 0}};
     const double mean = res->n_obs > 0 ? res->loglik / (double)res->n_obs : NAN;
     const ghf_h5_attr root[] = {
         {"loglik", GHF_H5_ATTR_F64, NULL, res->loglik, 0},
@@ -406,7 +445,8 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
         st = ghf_h5_read_shard(comm, &ro, &sh, err, errlen);
     }
     if (!st) {
-        const int oom = rows_alloc(&r, sh.nrows, sh.x, sh.d, fam != GHF_FAMILY_GAUSS) != 0; /* the pass destroys sh.x */
+        const int one = eval_one_pass(comm, &sh, 1, fam);
+        const int oom = rows_alloc(&r, sh.nrows, sh.x, sh.d, fam != GHF_FAMILY_GAUSS, one) != 0; /* the pass destroys sh.x */
         if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh.nrows);
         st = ghf_agree(comm, oom, err, errlen);
     }
