@@ -89,7 +89,9 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, int64_t ro
 /* `ghfit eval` in one pass (collective; as ghf_backend_cpu_score with zw):
  * sub-block by sub-block, q, zw, flags, the moments and fn while the
  * block is in cache; q, ll, ey, einvy of the block are the thread's
- * scratch.  fn is called once the block's own rows (x + r0 d, nb d doubles)
+ * scratch, but with in_rows (d >= 3) ll, ey, einvy of a block of a multiple
+ * of 8 rows lie in its own rows' memory: x + r0 d, + nb, + 2 nb (the
+ * backend writes them there: the caller gives up x).  fn is called once the block's own rows (x + r0 d, nb d doubles)
  * have been read for the last time: it may overwrite them, and no other
  * rows.  The Bessel plan covers q up to GHF_SCORE_MARGIN times the largest
  * q of the sampled sub-blocks (those whose global index, row0 /
@@ -98,11 +100,11 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, int64_t ro
  * first row in the data set, a multiple of GHF_SCORE_BLOCK, so that every
  * rank count samples the same rows and builds the same plan.  Returns 0,
  * or 1 (message in err). */
-#define GHF_SCORE_SAMPLE 64
+#define GHF_SCORE_SAMPLE 256
 #define GHF_SCORE_ONE_PASS_MAX_D 32 /* eval takes the one pass up to this d (above: no faster) */
 #define GHF_SCORE_MARGIN 16.0
-int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t row0, unsigned char *flag,
-                           ghf_score_fn fn, void *ctx, char *err, size_t errlen);
+int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t row0, int in_rows,
+                           unsigned char *flag, ghf_score_fn fn, void *ctx, char *err, size_t errlen);
 /* dst[0..n) = src[0..n), with non-temporal stores where dst is 16-byte
  * aligned (for results read back only after a pass over many rows: no
  * read-for-ownership of their cache lines).  A thread's streamed stores are

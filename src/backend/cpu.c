@@ -546,7 +546,7 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, int64_t ro
 /* One pass, one sub-block: q, zw, flags (as score_block_q), the moments,
  * then fn, all in the thread's scratch. */
 static void score_block_one(const cpu_impl *c, const ghf_cpu_bessel *bs, const ghf_estep_input *in, int64_t bi,
-                            double *wb, unsigned char *flag, ghf_score_fn fn, void *ctx)
+                            int in_rows, double *wb, unsigned char *flag, ghf_score_fn fn, void *ctx)
 {
     const int d = c->d;
     const int64_t r0 = bi * CPU_BLOCK;
@@ -555,6 +555,9 @@ static void score_block_one(const cpu_impl *c, const ghf_cpu_bessel *bs, const g
     double *xT = wb, *zb = wb + (size_t)CPU_BLOCK * (d + 3);
     double *qv = zb + (size_t)CPU_BLOCK * (d + 3), *zwv = qv + CPU_BLOCK;
     double *ll = zwv + CPU_BLOCK, *v = ll + CPU_BLOCK, *u = v + CPU_BLOCK, *lb = u + CPU_BLOCK;
+    if (in_rows && d >= 3 && nb % 8 == 0) { /* straight into the block's rows (the kernels fill whole groups of 8) */
+        ll = (double *)xb, v = ll + nb, u = v + nb;
+    }
     block_qzw(c, in, r0, nb, xT, zb, qv, zwv);
     int bad = 0;
     for (int i = 0; i < nb; i++) bad |= !(qv[i] <= DBL_MAX); /* NaN or inf */
@@ -572,8 +575,8 @@ static void score_block_one(const cpu_impl *c, const ghf_cpu_bessel *bs, const g
     fn(ctx, &b);
 }
 
-int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t row0, unsigned char *flag,
-                           ghf_score_fn fn, void *ctx, char *err, size_t errlen)
+int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t row0, int in_rows,
+                           unsigned char *flag, ghf_score_fn fn, void *ctx, char *err, size_t errlen)
 {
     cpu_impl *c = be->impl;
     const int d = c->d;
@@ -591,7 +594,7 @@ int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t r
     {
         double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
 #pragma omp for schedule(static)
-        for (int64_t bi = 0; bi < nblk; bi++) score_block_one(c, &bs, in, bi, wb, flag, fn, ctx);
+        for (int64_t bi = 0; bi < nblk; bi++) score_block_one(c, &bs, in, bi, in_rows, wb, flag, fn, ctx);
         ghf__stream_fence(); /* fn's streamed stores */
     }
     return 0;

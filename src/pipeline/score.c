@@ -268,9 +268,11 @@ static void eval_block(void *vctx, const ghf_score_block *b)
     r->nflag[b->bi] = nflag;
     if (r->blk) { /* one pass: the block's own rows, just read (in cache) */
         double *o = r->blk + (size_t)b->r0 * (size_t)r->d;
-        memcpy(o, ll, (size_t)nb * sizeof(double));
-        memcpy(o + nb, ey, (size_t)nb * sizeof(double));
-        memcpy(o + 2 * nb, eu, (size_t)nb * sizeof(double));
+        if (ll != o) { /* else the backend wrote them there */
+            memcpy(o, ll, (size_t)nb * sizeof(double));
+            memcpy(o + nb, ey, (size_t)nb * sizeof(double));
+            memcpy(o + 2 * nb, eu, (size_t)nb * sizeof(double));
+        }
         if (r->d >= 4)
             memcpy(o + 3 * nb, q, (size_t)nb * sizeof(double));
         else
@@ -339,7 +341,7 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     const int gauss = fam == GHF_FAMILY_GAUSS;
     eval_ctx e = {r, gauss, st ? 0.0 : -0.5 * (d * GHF_LOG_2PI + g.logdet)};
     if (!st && r->one)
-        st = ghf_backend_cpu_score1(be, &in, sh->row0, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
+        st = ghf_backend_cpu_score1(be, &in, sh->row0, 1, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
     else if (!st)
         st = ghf_backend_cpu_score(be, &in, sh->row0, r->q, r->zw, r->flag, eval_block, &e, err, errlen) ? 1 : 0;
     if (be) be->destroy(be);
