@@ -1,6 +1,7 @@
 /* score.c - `ghfit eval`: a fit of a result file applied to a data set, row
  * by row, with the E-step's own per-row arithmetic (the CPU backend's pass
- * without the statistics, ghf_backend_cpu_score), summed as the E-step sums
+ * without the statistics: ghf_backend_cpu_score1, one pass, or
+ * ghf_backend_cpu_score, two), summed as the E-step sums
  * (rank-independent bits), written by every rank with collective MPI-IO into
  * one file (ghf_h5_write_columns). */
 #include "score.h"
@@ -159,7 +160,9 @@ static double *rows_mem(size_t n, int k)
  * NULL, or the rows themselves (n x d doubles, no longer needed once the
  * pass calls eval_block): when they have room (d >= 3), ll, ey and eu go
  * there, which spares fresh memory (zeroed pages: an eighth of the pass at
- * d = 10).  The pass's scratch zw when moments. */
+ * d = 10).  The pass's scratch zw when moments.  one (the one pass, with
+ * spare): the values stay in sub-blocks of the rows (r->blk), the distance
+ * too when d >= 4 (else its own array). */
 static int rows_alloc(eval_rows *r, int64_t n, double *spare, int d, int moments, int one)
 {
     memset(r, 0, sizeof *r);
@@ -229,7 +232,9 @@ typedef struct eval_ctx {
  * log-densities as the E-step forms its statistics (src/backend/cpu_block.h:
  * eight lanes in row order, then ((0+1)+(2+3))+((4+5)+(6+7))); plain loops
  * over the rows, so that they vectorise.  ll, ey, eu go to the rows' arrays
- * with non-temporal stores (read again only by the writer). */
+ * with non-temporal stores (read again only by the writer), or, one pass,
+ * stay in the sub-block's rows (the backend's moments kernel wrote them
+ * there, else copied), with the distance when d >= 4. */
 static void eval_block(void *vctx, const ghf_score_block *b)
 {
     const eval_ctx *e = vctx;
