@@ -3,6 +3,7 @@
  * gof datasets shared by `ghfit gof` and the job key `gof:`. */
 #include "gofboot.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -271,6 +272,11 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
     const int d = law->d, K = 3 * (d + 1);
     memset(out, 0, sizeof *out);
     out->B = B, out->seed = seed;
+    if ((int64_t)B * (K + 1) > INT_MAX) { /* the table's all-reduce count is an int */
+        snprintf(err, errlen, "gof --bootstrap: %d replicates x %d statistics is too many (at most %d values)", B,
+                 K + 1, INT_MAX);
+        return 2;
+    }
     rep_ws w;
     int wst = ws_init(&w, law, m, tmpl, n);
     w.tick = tick, w.tick_arg = tick_arg;
