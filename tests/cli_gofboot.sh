@@ -6,7 +6,8 @@
 #  - t(3)-like data fitted as gauss: rejected by the bootstrap too (every
 #    margin's KS/AD/CvM p_boot and the radial ones at their floor 1/20);
 #  - a refit that fails (GHFIT_TEST_FAIL=gofboot@1: rank 1's replicates) is
-#    counted in bootstrap_failed and left out; exit 0, no hang;
+#    counted in bootstrap_failed and left out; exit 0, no hang; refits
+#    stopped by --max-iter kept and counted in bootstrap_max_iter;
 #  - bad --bootstrap/--seed values: exit 2, one line naming the option;
 #  - the job key gof: {bootstrap: 19, ...} on 1 and 2 ranks writes under
 #    /fits/<name>/gof/ exactly what `ghfit gof` writes for the fit's rows;
@@ -43,6 +44,7 @@ run "$G" gof --model fh.h5 --data heavy.h5 --out bh.h5 --bootstrap 19 --seed 5 -
 [ -s run.out ] && { echo "FAIL: --quiet printed"; cat run.out; fail=1; }
 GHFIT_TEST_FAIL=gofboot@1 run $MPI -np 2 "$G" gof --model nig.h5 --data x.h5 --out bf.h5 --bootstrap 19 --seed 3 --qq 20
 grep -q "9 of 19 bootstrap replicates failed" run.err || { echo "FAIL: the failed replicates are not reported"; cat run.out run.err; fail=1; }
+run "$G" gof --model nig.h5 --data x.h5 --out bm.h5 --bootstrap 5 --seed 3 --qq 20 --max-iter 2 --quiet
 
 # the job key: gof on each fit's own rows, 1 and 2 ranks
 printf 'data: x.h5\nout: r1.h5\nfamily: [nig, gauss]\ngof: {bootstrap: 19, qq: 20, seed: 3}\nquiet: true\n' > j.yaml
@@ -69,7 +71,7 @@ for k in boot:
     assert np.all(v >= 1 / 20) and np.all(v <= 1), (k, v)
     assert np.allclose(v * 20, np.round(v * 20), rtol=0, atol=1e-12), (k, v)
 assert b1["margins/ks_p_boot"].shape == (2,) and b1["radial/ks_p_boot"].shape == ()
-for k, want in (("bootstrap", 19), ("seed", 3), ("bootstrap_failed", 0)):
+for k, want in (("bootstrap", 19), ("seed", 3), ("bootstrap_failed", 0), ("bootstrap_max_iter", 0)):
     assert b1.attrs[k] == want and b3.attrs[k] == want, (k, b1.attrs[k], b3.attrs[k])
 print("ok   p_boot = (1 + k)/20 in [1/20, 1]:", {k: np.round(np.atleast_1d(b1[k][()]), 3).tolist() for k in boot})
 same(b1, b3, "1 and 3 ranks")
@@ -82,6 +84,9 @@ assert f.attrs["bootstrap_failed"] == 9 and "replicate 2:" in f.attrs["bootstrap
 v = np.concatenate([np.atleast_1d(f[k][()]) for k in boot])
 assert np.allclose(v * 11, np.round(v * 11), rtol=0, atol=1e-12), v
 print("ok   failed refits: bootstrap_failed = 9, p-values over the 10 others:", f.attrs["bootstrap_note"])
+m = h5py.File("bm.h5", "r")
+assert m.attrs["bootstrap_max_iter"] == 5 and m.attrs["bootstrap_failed"] == 0, dict(m.attrs)
+print("ok   refits capped by --max-iter 2 kept and counted: bootstrap_max_iter = 5")
 r1, r2 = h5py.File("r1.h5", "r"), h5py.File("r2.h5", "r")
 for fit, ref in (("nig_tol1e-10_s1", b1), ("gauss_tol1e-10_s1", h5py.File("bg.h5", "r"))):
     g1, g2 = r1[f"fits/{fit}/gof"], r2[f"fits/{fit}/gof"]

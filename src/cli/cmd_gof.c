@@ -212,6 +212,7 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
         at[na++] = (ghf_h5_attr){"bootstrap", GHF_H5_ATTR_I64, NULL, 0, bt->B};
         at[na++] = (ghf_h5_attr){"seed", GHF_H5_ATTR_I64, NULL, 0, bt->seed};
         at[na++] = (ghf_h5_attr){"bootstrap_failed", GHF_H5_ATTR_I64, NULL, 0, bt->n_failed};
+        at[na++] = (ghf_h5_attr){"bootstrap_max_iter", GHF_H5_ATTR_I64, NULL, 0, bt->n_capped};
         at[na++] = (ghf_h5_attr){"bootstrap_tol", GHF_H5_ATTR_F64, NULL, o->tol, 0};
         if (bt->why[0]) at[na++] = (ghf_h5_attr){"bootstrap_note", GHF_H5_ATTR_STR, bt->why, 0, 0};
     }

@@ -3,6 +3,7 @@
  * gof datasets shared by `ghfit gof` and the job key `gof:`. */
 #include "gofboot.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -83,7 +84,7 @@ static int refit_finite(const ghf_params *t, const ghf_gof_refit *m)
 
 /* The EM refit of the rows in data (prepared): its parameters in data
  * coordinates into outp.  0, or 1 with the reason. */
-static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_params *outp, int *iters, char *why,
+static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_params *outp, int *iters, int *capped, char *why,
                      size_t whylen)
 {
     const int d = w->law->d;
@@ -126,6 +127,7 @@ static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_par
     } else {
         ghf_data_params_to_data(data, &res.params, outp);
         *iters = res.n_iter;
+        *capped = res.outcome == GHF_EM_MAX_ITER;
     }
     ghf_em_result_free(&res);
     ghf_params_free(&init);
@@ -136,7 +138,7 @@ static int rep_refit(const rep_ws *w, const ghf_data *data, uint64_t sb, ghf_par
 /* Replicate b: draw, prepare, refit, statistics into T[3(d+1)] (margins'
  * ks, ad, cvm, then the radial ones).  REP_OK, or REP_FAILED / REP_RUNTIME
  * with the reason. */
-static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, char *why, size_t whylen)
+static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, int *capped, char *why, size_t whylen)
 {
     const int d = w->law->d;
     const int64_t n = w->n;
@@ -167,7 +169,7 @@ static int rep_one(const rep_ws *w, int64_t seed, int b, double *T, int *iters, 
             snprintf(why, whylen, "out of memory");
             st = REP_RUNTIME;
         } else {
-            st = rep_refit(w, &data, sb, &outp, iters, why, whylen);
+            st = rep_refit(w, &data, sb, &outp, iters, capped, why, whylen);
         }
         ghf_data_free(&data);
     }
@@ -232,14 +234,16 @@ static void boot_pvalues(const double *tab, int B, int d, const ghf_gof_result *
     }
     for (int j = 0; j < d; j++) Tobs[j] = obs->ks[j], Tobs[d + j] = obs->ad[j], Tobs[2 * d + j] = obs->cvm[j];
     Tobs[3 * d] = obs->radial.ks, Tobs[3 * d + 1] = obs->radial.ad, Tobs[3 * d + 2] = obs->radial.cvm;
-    int nok = 0;
+    int nok = 0, ncap = 0;
     for (int b = 0; b < B; b++) {
         const double *row = tab + (size_t)b * (size_t)(K + 1);
-        if (row[0] != 1.0) continue;
+        if (row[0] == 0.0) continue;
         nok++;
+        ncap += row[0] == 2.0;
         for (int k = 0; k < K; k++) cnt[k] += row[1 + k] >= Tobs[k];
     }
     out->n_ok = nok;
+    out->n_capped = ncap;
     out->n_failed = B - nok;
     double *p = cnt; /* in place */
     for (int k = 0; k < K; k++) p[k] = nok > 0 ? (1.0 + cnt[k]) / (nok + 1.0) : NAN;
@@ -271,6 +275,11 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
     const int d = law->d, K = 3 * (d + 1);
     memset(out, 0, sizeof *out);
     out->B = B, out->seed = seed;
+    if ((int64_t)B * (K + 1) > INT_MAX) { /* the table's all-reduce count is an int */
+        snprintf(err, errlen, "gof --bootstrap: %d replicates x %d statistics is too many (at most %d values)", B,
+                 K + 1, INT_MAX);
+        return 2;
+    }
     rep_ws w;
     int wst = ws_init(&w, law, m, tmpl, n);
     w.tick = tick, w.tick_arg = tick_arg;
@@ -296,8 +305,8 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
     for (int b = rank; !st && b < B; b += size) { /* no collective in here: a failure stays local */
         double *row = tab + (size_t)b * (size_t)(K + 1);
         char e[320] = "";
-        int it = 0;
-        const int bad = ghf_test_fail("gofboot", e, sizeof e) ? REP_FAILED : rep_one(&w, seed, b, row + 1, &it, e, sizeof e);
+        int it = 0, capped = 0;
+        const int bad = ghf_test_fail("gofboot", e, sizeof e) ? REP_FAILED : rep_one(&w, seed, b, row + 1, &it, &capped, e, sizeof e);
         if (bad == REP_RUNTIME) { /* this rank cannot go on: agreed after the loop */
             snprintf(err, errlen, "gof --bootstrap: replicate %d: %s", b + 1, e);
             runtime = 1;
@@ -307,7 +316,7 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
             memset(row, 0, (size_t)(K + 1) * sizeof(double));
             if (b < first) first = b, snprintf(why, sizeof why, "%s", e);
         } else {
-            row[0] = 1.0;
+            row[0] = capped ? 2.0 : 1.0; /* 2: kept, but the refit stopped at max_iter */
             iters += it;
         }
         done++;

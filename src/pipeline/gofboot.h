@@ -38,6 +38,7 @@ void ghf_gof_refit_of_law(const ghf_fit_law *law, ghf_family fam, double tol, in
 /* Bootstrap p-values (rank 0). */
 typedef struct ghf_gof_boot {
     int B, n_ok, n_failed;
+    int n_capped;                      /* of n_ok: refits that stopped at max_iter (kept) */
     int64_t seed;
     double *ks_p, *ad_p, *cvm_p;       /* [d]: (1 + #{T_b >= T_obs}) / (n_ok + 1), NaN when n_ok = 0 */
     double rks_p, rad_p, rcvm_p;       /* the radial statistics' */

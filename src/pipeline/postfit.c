@@ -225,7 +225,7 @@ static int fit_gof_rows(post *q, const ghf_fit_spec *s, const ghf_fit_record *r,
         char pre[160];
         snprintf(pre, sizeof pre, "%s/", base);
         const int k = ghf_gof_arrays(pre, d, j->gof_qq, n, &res, j->gof_bootstrap > 0 ? &bt : NULL, &nm, a);
-        ghf_h5_attr at[10] = {{"data_file", GHF_H5_ATTR_STR, dfile, 0, 0},
+        ghf_h5_attr at[11] = {{"data_file", GHF_H5_ATTR_STR, dfile, 0, 0},
                               {"dataset", GHF_H5_ATTR_STR, dds, 0, 0},
                               {"n_obs", GHF_H5_ATTR_I64, NULL, 0, n},
                               {"n_qq", GHF_H5_ATTR_I64, NULL, 0, j->gof_qq},
@@ -236,6 +236,7 @@ static int fit_gof_rows(post *q, const ghf_fit_spec *s, const ghf_fit_record *r,
             at[na++] = (ghf_h5_attr){"bootstrap", GHF_H5_ATTR_I64, NULL, 0, bt.B};
             at[na++] = (ghf_h5_attr){"seed", GHF_H5_ATTR_I64, NULL, 0, bt.seed};
             at[na++] = (ghf_h5_attr){"bootstrap_failed", GHF_H5_ATTR_I64, NULL, 0, bt.n_failed};
+            at[na++] = (ghf_h5_attr){"bootstrap_max_iter", GHF_H5_ATTR_I64, NULL, 0, bt.n_capped};
             if (bt.why[0]) at[na++] = (ghf_h5_attr){"bootstrap_note", GHF_H5_ATTR_STR, bt.why, 0, 0};
         }
         st = ghf_h5_out_put(w, base, na, at, k, a, err, errlen);
