@@ -402,6 +402,17 @@ void ghf__stream_copy(double *dst, const double *src, int n)
     memcpy(dst, src, (size_t)n * sizeof(double));
 }
 
+/* eval's Bessel plan for q in [0, qmax] (or none where it does not pay) and
+ * the evaluator over it. */
+static ghf_cpu_bessel score_plan(ghf_backend *be, const ghf_estep_input *in, double qmax)
+{
+    cpu_impl *c = be->impl;
+    const int use_plan = cpu_build_plan_q(c, in, qmax);
+    be->last_used_plan = use_plan;
+    return (ghf_cpu_bessel){&in->c, use_plan ? c->plan : NULL, use_plan && !c->ref_path ? c->fplan : NULL,
+                            c->plan_avx2};
+}
+
 /* rows in sub-block bi */
 static int score_nb(const cpu_impl *c, int64_t bi)
 {
@@ -529,10 +540,7 @@ int ghf_backend_cpu_score(ghf_backend *be, const ghf_estep_input *in, int64_t ro
         snprintf(err, errlen, "the all-reduce of the rows' largest quadratic form failed");
         return 1;
     }
-    const int use_plan = cpu_build_plan_q(c, in, qmax);
-    be->last_used_plan = use_plan;
-    const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL, use_plan && !c->ref_path ? c->fplan : NULL,
-                               c->plan_avx2};
+    const ghf_cpu_bessel bs = score_plan(be, in, qmax);
 #pragma omp parallel num_threads(c->nthreads)
     {
         double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
@@ -586,10 +594,7 @@ int ghf_backend_cpu_score1(ghf_backend *be, const ghf_estep_input *in, int64_t r
         snprintf(err, errlen, "the all-reduce of the sampled rows' largest quadratic form failed");
         return 1;
     }
-    const int use_plan = cpu_build_plan_q(c, in, GHF_SCORE_MARGIN * qs);
-    be->last_used_plan = use_plan;
-    const ghf_cpu_bessel bs = {&in->c, use_plan ? c->plan : NULL, use_plan && !c->ref_path ? c->fplan : NULL,
-                               c->plan_avx2};
+    const ghf_cpu_bessel bs = score_plan(be, in, GHF_SCORE_MARGIN * qs);
 #pragma omp parallel num_threads(c->nthreads)
     {
         double *wb = c->tbuf + (size_t)omp_get_thread_num() * (size_t)CPU_TBUF(d);
