@@ -34,3 +34,22 @@ refused() {
   if ls out.h5* >/dev/null 2>&1; then echo "FAIL [$*]: output left behind"; fail=1; return; fi
   echo "ok   [$*]: $(grep '^ghfit: ' stderr.txt)"
 }
+
+# cuda_fits_or_no_gpu ARGS...: `mpirun -np 2 $G fit --data d.h5 --model nig
+# --out bad.h5 --quiet ARGS --backend cuda` either fits (exit 0 and a result
+# file; the two ranks may share one GPU: statistics reduced through the host)
+# or, without a usable GPU or a CUDA build, exits 2 with that refusal and no
+# result file; calls die otherwise.
+cuda_fits_or_no_gpu() {
+  rm -f bad.h5
+  GHFIT_CUDA_REDUCE=mpi mpirun -np 2 "$G" fit --data d.h5 --model nig --out bad.h5 --quiet "$@" --backend cuda \
+    > bad.txt 2>&1
+  local rc=$?
+  if [ $rc = 0 ]; then
+    [ -e bad.h5 ] || die "$* --backend cuda: exit 0 but no result file"
+  else
+    [ $rc = 2 ] && grep -q "^ghfit: error: .*\(usable CUDA device\|built without CUDA\)" bad.txt \
+      || { cat bad.txt; die "$* --backend cuda: exit $rc, expected 0 or the refusal for a missing GPU"; }
+    [ ! -e bad.h5 ] || die "$* --backend cuda: result file left behind"
+  fi
+}
