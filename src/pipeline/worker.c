@@ -213,9 +213,9 @@ void deliver_done(group_ctx *g, int status, const char *msg)
     ghf_pack_free(&b);
 }
 
-static void cache_drop_window(data_cache *dc)
+/* Everything a window holds (backend, weights, rows), loaded or half-loaded. */
+static void cache_free_window(data_cache *dc)
 {
-    if (!dc->have) return;
     if (dc->be) dc->be->destroy(dc->be);
     dc->be = NULL;
     free(dc->w);
@@ -228,6 +228,11 @@ static void cache_drop_window(data_cache *dc)
     ghf_data_free(&dc->data);
     ghf_shard_free(&dc->shard);
     dc->have = 0;
+}
+
+static void cache_drop_window(data_cache *dc)
+{
+    if (dc->have) cache_free_window(dc);
 }
 
 static void cache_free(data_cache *dc)
@@ -427,14 +432,7 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
         }
     }
     if (!dc->be) {
-        ghf_missing_free(dc->miss);
-        dc->miss = NULL;
-        free(dc->mcounts);
-        dc->mcounts = NULL;
-        free(dc->w);
-        dc->w = NULL;
-        ghf_data_free(&dc->data);
-        ghf_shard_free(&dc->shard);
+        cache_free_window(dc);
         return st ? st : 1;
     }
     dc->have = 1;
