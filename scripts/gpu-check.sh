@@ -127,7 +127,7 @@ fi
 
 # full fits, CPU vs CUDA backend (log-likelihood to 1e-10, same iterations)
 run_step cuda_fit 150 bash "$ROOT/tests/cuda_fit.sh" "$BIN/ghfit" "$BIN/h5get" "${TMPDIR:-/tmp}/ghfit-cuda-fit.$$"
-grep -E '^(d3|d10|2 ranks|FAIL)' "$OUTDIR/cuda_fit.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
+grep -E '^(d3|d10|d40|2 ranks|FAIL)' "$OUTDIR/cuda_fit.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
 # weights, --missing em and float32 storage: CUDA vs CPU / float64 fits
 run_step cuda_wmf 150 bash "$ROOT/tests/cuda_wmf.sh" "$BIN/ghfit" "$BIN/h5get" "${TMPDIR:-/tmp}/ghfit-cuda-wmf.$$"
 grep -E '(vs|FAIL)' "$OUTDIR/cuda_wmf.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
