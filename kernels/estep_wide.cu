@@ -42,6 +42,13 @@ static constexpr int wide_minb(int nt) { return nt <= 8 ? 2 : 1; }
 static_assert(GHF_CU_WIDE_ROWS == 64, "phase C gives one row to each of the first 64 threads");
 static_assert(GHF_CU_WIDE_TPB >= GHF_CUDA_WIDE_DMAX, "phase D gives one s5 column to each of the first d threads");
 
+/* Doubles of shared memory per block for NT tiles per side (wide_shape<NT>::LEN). */
+static constexpr int wide_len(int nt)
+{
+    return GHF_CU_WIDE_ROWS * (8 * nt + 4) + (nt * (nt + 1) / 2) * 65 + 3 * 8 * nt + 3 * GHF_CU_WIDE_ROWS +
+           2 * GHF_CU_NSCAL;
+}
+
 /* Shared-memory layout (in doubles) for NT = ceil(d / 8) tiles per side. */
 template <int NT> struct wide_shape {
     static constexpr int DP = 8 * NT;                     /* padded dimension */
@@ -59,6 +66,7 @@ template <int NT> struct wide_shape {
     static constexpr int RED = U + GHF_CU_WIDE_ROWS;      /* [2][NSCAL] scalar sums of warps 0, 1 */
     static constexpr int TILE = RED + 2 * GHF_CU_NSCAL;   /* int2 [NLT]: (8 t0, 8 t1) of s6 tile t */
     static constexpr int LEN = TILE + NLT;
+    static_assert(LEN == wide_len(NT), "wide_len() must match the layout");
 };
 
 /* Row-major index of the lower-triangle tile row holding linear tile t. */
@@ -303,28 +311,7 @@ static int wide_nt(int d) { return (d + 7) / 8; }
 extern "C" size_t ghf__cu_wide_smem(int d)
 {
     if (d <= GHF_CUDA_FUSED_DMAX || d > GHF_CUDA_WIDE_DMAX) return 0;
-    size_t len = 0;
-#define SMEM_CALL(NT) len = (size_t)wide_shape<NT>::LEN
-    switch (wide_nt(d)) {
-    case 2: SMEM_CALL(2); break;
-    case 3: SMEM_CALL(3); break;
-    case 4: SMEM_CALL(4); break;
-    case 5: SMEM_CALL(5); break;
-    case 6: SMEM_CALL(6); break;
-    case 7: SMEM_CALL(7); break;
-    case 8: SMEM_CALL(8); break;
-    case 9: SMEM_CALL(9); break;
-    case 10: SMEM_CALL(10); break;
-    case 11: SMEM_CALL(11); break;
-    case 12: SMEM_CALL(12); break;
-    case 13: SMEM_CALL(13); break;
-    case 14: SMEM_CALL(14); break;
-    case 15: SMEM_CALL(15); break;
-    case 16: SMEM_CALL(16); break;
-    default: return 0;
-    }
-#undef SMEM_CALL
-    return len * sizeof(double);
+    return (size_t)wide_len(wide_nt(d)) * sizeof(double);
 }
 
 extern "C" cudaError_t ghf__cu_wide_prepare(int d)
