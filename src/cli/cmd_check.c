@@ -4,7 +4,9 @@
  * the data set (shape, type, a sample of rows), the outputs and the
  * checkpoint (nothing is created, no lock is taken), the fits a sweep
  * expands to, the groups, the backends and the memory per rank.  The checks
- * are the run's own functions, in the run's order, with its messages. */
+ * are the run's own functions, in the run's order, with its messages.
+ * `ghfit check eval|gof|sample|risk` is check_post.c; this file holds the
+ * report's lines and sample checks that both share. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
