@@ -34,6 +34,7 @@ typedef struct bcase {
     int minb;   /* 0: the default kernel for d; -1: tensor-core sums; 2..4: register sums
                    with that many blocks per SM */
     int f32;    /* 1: the data stored as float32 on the device (widened in registers) */
+    int wide;   /* 1: 12 < d <= 128 on the wide fused kernel (GHFIT_CUDA_WIDE=1), 0: cuBLAS */
 } bcase;
 
 /* Parameters matching ghf__cu_generate's law: mu_j = 0.1 (j mod 7),
@@ -64,9 +65,9 @@ static int make_input(int d, int nig, ghf_params *t, ghf_derived *g, ghf_estep_i
 /* Passes over x (N d doubles) per iteration, for the bandwidth figure; the
  * cuBLAS path is modelled as center (r x, w z), trmm (r z, w z), qzw (r z),
  * gemv (r x), dgmm (r x, w z), syrkx (r x, r z): 10 N d doubles. */
-static double x_passes(int fused, int zrange, int plan_used)
+static double x_passes(int onepass, int zrange, int plan_used)
 {
-    if (!fused) return 10.0;
+    if (!onepass) return 10.0;
     return (plan_used && zrange == 0) ? 2.0 : 1.0;
 }
 
@@ -101,27 +102,46 @@ int main(int argc, char **argv)
     const int64_t s = quick ? 100 : 1;
     const bcase cases[] = {
         /* graph launch + sync overhead: small problem, graph vs eager */
-        {"overhead", 100000 / s, 10, 0, 1, 1, -1, 0, 0},
-        {"overhead", 100000 / s, 10, 0, 0, 1, -1, 0, 0},
-        {"d10", 10000000 / s, 10, 0, 1, 1, -1, 0, 0},
-        {"d10", 10000000 / s, 10, 1, 1, 1, -1, 0, 0},
-        {"d10", 10000000 / s, 10, 0, 1, 0, -1, 0, 0},
-        {"d10", 10000000 / s, 10, 0, 0, 1, -1, 0, 0},
-        {"d10", 10000000 / s, 10, 0, 1, 1, 0, 0, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 0, 0},
-        {"d10", 100000000 / s, 10, 1, 1, 1, -1, 0, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 0, -1, 0, 0},
-        {"d10", 100000000 / s, 10, 0, 0, 1, -1, 0, 0},
-        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 2, 0},
-        {"d3", 100000000 / s, 3, 0, 1, 1, -1, 0, 0},
-        {"d3", 100000000 / s, 3, 0, 1, 1, -1, -1, 0},
-        {"d100", 10000000 / s, 100, 0, 1, 1, -1, 0, 0},
-        {"d100", 10000000 / s, 100, 1, 1, 1, -1, 0, 0},
-        {"d100", 10000000 / s, 100, 0, 0, 1, -1, 0, 0},
+        {"overhead", 100000 / s, 10, 0, 1, 1, -1, 0, 0, 0},
+        {"overhead", 100000 / s, 10, 0, 0, 1, -1, 0, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 1, -1, 0, 0, 0},
+        {"d10", 10000000 / s, 10, 1, 1, 1, -1, 0, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 0, -1, 0, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 0, 1, -1, 0, 0, 0},
+        {"d10", 10000000 / s, 10, 0, 1, 1, 0, 0, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 0, 0, 0},
+        {"d10", 100000000 / s, 10, 1, 1, 1, -1, 0, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 0, -1, 0, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 0, 1, -1, 0, 0, 0},
+        {"d10", 100000000 / s, 10, 0, 1, 1, -1, 2, 0, 0},
+        {"d3", 100000000 / s, 3, 0, 1, 1, -1, 0, 0, 0},
+        {"d3", 100000000 / s, 3, 0, 1, 1, -1, -1, 0, 0},
+        {"d100", 10000000 / s, 100, 0, 1, 1, -1, 0, 0, 0},
+        {"d100", 10000000 / s, 100, 1, 1, 1, -1, 0, 0, 0},
+        {"d100", 10000000 / s, 100, 0, 0, 1, -1, 0, 0, 0},
         /* float32 storage (issue 13 target: N = 1e8, d = 10 at most 2 ms/iter) */
-        {"d10 f32", 100000000 / s, 10, 0, 1, 1, -1, 0, 1},
-        {"d10 f32", 100000000 / s, 10, 1, 1, 1, -1, 0, 1},
-        {"d3 f32", 100000000 / s, 3, 0, 1, 1, -1, 0, 1},
+        {"d10 f32", 100000000 / s, 10, 0, 1, 1, -1, 0, 1, 0},
+        {"d10 f32", 100000000 / s, 10, 1, 1, 1, -1, 0, 1, 0},
+        {"d3 f32", 100000000 / s, 3, 0, 1, 1, -1, 0, 1, 0},
+        /* 12 < d <= 128: the wide fused tensor-core kernel against the cuBLAS
+         * path, side by side (issue 13 targets: N = 1e7, d = 100 <= 8 ms,
+         * d = 50 <= 4 ms), and the crossover; above 128 only cuBLAS */
+        {"wide", 10000000 / s, 13, 0, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 13, 0, 1, 1, -1, 0, 0, 0},
+        {"wide", 10000000 / s, 32, 0, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 32, 0, 1, 1, -1, 0, 0, 0},
+        {"wide", 10000000 / s, 50, 0, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 50, 0, 1, 1, -1, 0, 0, 0},
+        {"wide", 10000000 / s, 50, 0, 1, 0, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 64, 0, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 64, 0, 1, 1, -1, 0, 0, 0},
+        {"wide", 10000000 / s, 100, 0, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 100, 1, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 128, 0, 1, 1, -1, 0, 0, 1},
+        {"wide", 10000000 / s, 128, 0, 1, 1, -1, 0, 0, 0},
+        {"wide", 5000000 / s, 160, 0, 1, 1, -1, 0, 0, 0},
+        {"wide f32", 10000000 / s, 50, 0, 1, 1, -1, 0, 1, 1},
+        {"wide f32", 10000000 / s, 100, 0, 1, 1, -1, 0, 1, 1},
     };
     FILE *out = rank == 0 ? fopen(outpath, "w") : NULL;
     char line[512];
@@ -168,6 +188,7 @@ int main(int argc, char **argv)
         o.plan = c->plan;
         o.mma = c->minb == 0 ? -1 : c->minb < 0;
         o.minb = c->minb < 0 ? 0 : c->minb;
+        o.wide = c->wide;
         ghf_backend *be = ghf_backend_cuda_create_opts(MPI_COMM_WORLD, NULL, nloc, c->d, &o, err, sizeof err);
         if (!be) {
             EMIT("| %s | %lld | %d | backend failed: %s |\n", c->what, (long long)c->n, c->d, err);
@@ -207,13 +228,14 @@ int main(int argc, char **argv)
             double dm = dev_ms, hm = host_ms;
             MPI_Allreduce(&dev_ms, &dm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             MPI_Allreduce(&host_ms, &hm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            const double bytes = x_passes(info.fused, c->zrange, be->last_used_plan) * (double)nloc *
+            const double bytes = x_passes(info.fused || info.wide, c->zrange, be->last_used_plan) * (double)nloc *
                                  (double)c->d * (info.f32 ? 4.0 : 8.0);
             const double gbs = bytes / (dm * 1e-3) / 1e9;
             EMIT("| %s | %lld | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %.1f | %.6f |\n",
                  c->what, (long long)c->n, c->d, c->nig ? "NIG" : "GH", info.graph ? "graph" : "eager",
                  c->zrange ? "bound" : "exact", be->last_used_plan ? "plan" : "direct",
-                 !info.fused ? "cuBLAS"
+                 info.wide   ? (info.f32 ? "wide fused, tensor cores, float32" : "wide fused, tensor cores")
+                 : !info.fused ? "cuBLAS"
                  : info.f32 ? (info.mma ? "fused, tensor-core sums, float32" : "fused, register sums, float32")
                  : info.mma  ? "fused, tensor-core sums"
                              : "fused, register sums", dm, hm, 1e3 * (hm - dm), gbs,
@@ -227,8 +249,8 @@ int main(int argc, char **argv)
         ghf_derived_free(&g);
         free(stats);
     }
-    EMIT("# targets (one H200): N = 1e8, d = 10, GH <= 5 ms/iter (float32 storage: <= 2 ms/iter); graph overhead "
-         "<= 20 us/iter\n");
+    EMIT("# targets (one H200): N = 1e8, d = 10, GH <= 3 ms/iter (float32 storage: <= 2 ms/iter); graph overhead "
+         "<= 20 us/iter; N = 1e7 on the wide kernel: d = 50 <= 4 ms/iter, d = 100 <= 8 ms/iter\n");
     if (out) fclose(out);
     MPI_Finalize();
     return rc;

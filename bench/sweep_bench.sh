@@ -3,7 +3,10 @@
 # heavy-tailed "returns" (NIG, Sigma diagonal 1e-4, rho 0.3, a = b = 0.6), GH and
 # NIG, tol 1e-8: 2,000 fits with `ghfit run` on NP ranks (default 2).  Prints the
 # wall time, fits per second, and iteration statistics per family.
-# usage: bench/sweep_bench.sh GHFIT - [WORKDIR] [NP] [WINDOWS] [ghfit run overrides, e.g. --warm-start]
+# BACKEND=cuda (default cpu) fits on the GPUs (--backend auto's device choice
+# for one-rank groups: spread over the node's GPUs, shared when fewer).
+# The "wrote" line gives the fitting time and the result-file time apart.
+# usage: [BACKEND=cpu|cuda|auto] bench/sweep_bench.sh GHFIT - [WORKDIR] [NP] [WINDOWS] [ghfit run overrides, e.g. --warm-start]
 set -euo pipefail
 G=$1; H=$2; W=${3:-/tmp/ghfit-sweep-bench}; NP=${4:-2}; NW=${5:-1000}
 mkdir -p "$W"; cd "$W"
@@ -22,7 +25,7 @@ family: [gh, nig]
 tol: 1e-8
 windows: {start: 0, length: 1000, step: 1000, count: $NW}
 quiet: false
-backend: cpu
+backend: ${BACKEND:-cpu}
 YAML
 t0=$(date +%s.%N)
 mpirun -np "$NP" "$G" run bench.yaml "${@:6}" > bench.txt
@@ -33,7 +36,9 @@ import sys, statistics as st
 t0, t1, path, nw, np_ = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rows = [l.split() for l in open(path) if l.startswith(("gh_", "nig_"))]
 wall = t1 - t0
-print(f"sweep: {len(rows)} fits ({nw} windows x GH, NIG; d = 10, 1000 rows each) on {np_} ranks: {wall:.1f} s wall, {len(rows)/wall:.1f} fits/s")
+import os
+be = os.environ.get("BACKEND", "cpu")
+print(f"sweep ({be}): {len(rows)} fits ({nw} windows x GH, NIG; d = 10, 1000 rows each) on {np_} ranks: {wall:.1f} s wall, {len(rows)/wall:.1f} fits/s")
 for fam in ("gh", "nig"):
     r = [x for x in rows if x[1] == fam]
     if not r: continue

@@ -23,6 +23,7 @@
 #ifndef GHF_ESTEP_CUDA_H
 #define GHF_ESTEP_CUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -118,6 +119,24 @@ int ghf__cu_default_minb(int d);
 cudaError_t ghf__cu_estep_fused(const double *xt, const float *xt32, const double *wt, int64_t n, int d,
                                 const double *pb, const void *plan, const int *plan_ok, int grid,
                                 int minb, int mma, double *part, cudaStream_t s);
+/* Wide fused path (GHF_CUDA_FUSED_DMAX < d <= GHF_CUDA_WIDE_DMAX, sm_80 and
+ * newer; kernels/estep_wide.cu): one pass over the shard, the quadratic
+ * forms and s6 on the FP64 tensor cores, partials of the fused layout
+ * (ghf__cu_fused_entries(d) x grid, then ghf__cu_reduce).  Reads the
+ * parameter block from global memory (no ghf__cu_pb_to_const).
+ * ghf__cu_wide_smem: the dynamic shared memory per block (0: d out of
+ * range); ghf__cu_wide_prepare: once, before the first launch at this d
+ * (raises the kernels' shared-memory limit; fails if the device has less). */
+#define GHF_CUDA_WIDE_DMAX 128
+#define GHF_CU_WIDE_TPB 256
+size_t ghf__cu_wide_smem(int d);
+cudaError_t ghf__cu_wide_prepare(int d);
+cudaError_t ghf__cu_qmax_wide(const double *xt, const float *xt32, int64_t n, int d, const double *pb, int grid,
+                              double *qpart, cudaStream_t s);
+cudaError_t ghf__cu_estep_wide(const double *xt, const float *xt32, const double *wt, int64_t n, int d,
+                               const double *pb, const void *plan, const int *plan_ok, int grid, double *part,
+                               cudaStream_t s);
+
 /* Reduce part[ne][grid] (entries of the fused layout, or only the first
  * GHF_CU_NSCAL when ne == GHF_CU_NSCAL) into stats (estep.h layout). */
 cudaError_t ghf__cu_reduce(const double *part, int ne, int grid, int d, double *stats,

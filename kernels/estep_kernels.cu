@@ -34,11 +34,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "bessel_plan.h"
-#include "estep.h"
-#include "estep_cuda.h"
-
-#define GHF_CU_FULL 0xffffffffu
+#include "estep_device.cuh"
 
 /* ------------------------------------------------------------------------
  * Device helpers
@@ -52,158 +48,6 @@
  * backends must not run concurrently on one device (the program never does). */
 #define GHF_CU_CPB_LEN (GHF_CU_PB_HDR + 3 * GHF_CUDA_FUSED_DMAX + GHF_CUDA_FUSED_DMAX * GHF_CUDA_FUSED_DMAX)
 __constant__ double c_pb[GHF_CU_CPB_LEN];
-
-__device__ __forceinline__ ghf_estep_consts load_consts(const double *pb)
-{
-    ghf_estep_consts c;
-    c.P = pb[GHF_CU_PB_P];
-    c.A = pb[GHF_CU_PB_A];
-    c.b = pb[GHF_CU_PB_B];
-    c.log_A = pb[GHF_CU_PB_LOGA];
-    c.ll_const = pb[GHF_CU_PB_LLC];
-    c.R = pb[GHF_CU_PB_R];
-    c.p2 = pb[GHF_CU_PB_P2];
-    c.a = pb[GHF_CU_PB_PA];
-    c.w2 = pb[GHF_CU_PB_W2];
-    return c;
-}
-
-/* Direct evaluation: compiled once, not inlined into every kernel. */
-__device__ __noinline__ ghf_bessel_eval bessel_direct(double v, double z)
-{
-    return ghf_bessel_fused(v, z);
-}
-
-__device__ __forceinline__ ghf_point row_point(const ghf_estep_consts &c, double q, double zw,
-                                               const ghf_bessel_plan *plan, int use_plan)
-{
-    const double z = ghf_estep_arg(&c, q);
-    ghf_bessel_eval bk;
-    if (use_plan)
-        bk = ghf_bessel_plan_eval(plan, z);
-    else
-        bk = bessel_direct(c.P, z);
-    return ghf_estep_point(&c, q, zw, bk);
-}
-
-__device__ __forceinline__ bool point_ok(const ghf_point &r)
-{
-    return isfinite(r.u) && isfinite(r.v) && isfinite(r.l) && isfinite(r.ll);
-}
-
-/* A row's share of s1 s2 s3 ll nbad |zw| (acc[0..5]; a bad row adds 0 and
- * counts in nbad, as on the CPU); returns the row's u (0 for a bad row). */
-template <int N>
-__device__ __forceinline__ double add_point(double (&acc)[N], const ghf_point &r, double zw)
-{
-    const bool ok = point_ok(r);
-    const double u = ok ? r.u : 0.0;
-    acc[0] += u;
-    acc[1] += ok ? r.v : 0.0;
-    acc[2] += ok ? r.l : 0.0;
-    acc[3] += ok ? r.ll : 0.0;
-    acc[4] += ok ? 0.0 : 1.0;
-    acc[5] += ok ? fabs(zw) : 0.0;
-    return u;
-}
-
-/* Weighted EM: the row's u, v, l, log f and |zw| times its weight w (no
- * contraction with the sums: __dmul_rn, as the CPU multiplies first); a row
- * of weight 0 contributes exact zeros, even where its moments are not
- * finite.  Returns the row's weighted u (0 for a bad row). */
-template <int N>
-__device__ __forceinline__ double add_point_w(double (&acc)[N], ghf_point r, double zw, double w)
-{
-    if (w == 0.0) {
-        r.u = r.v = r.l = r.ll = 0.0;
-        zw = 0.0;
-    } else {
-        r.u = __dmul_rn(r.u, w);
-        r.v = __dmul_rn(r.v, w);
-        r.l = __dmul_rn(r.l, w);
-        r.ll = __dmul_rn(r.ll, w);
-        zw = __dmul_rn(zw, w);
-    }
-    return add_point(acc, r, zw);
-}
-
-/* The row's share of the scalar sums, weighted when wt is not NULL. */
-template <int N>
-__device__ __forceinline__ double add_row(double (&acc)[N], const ghf_point &r, double zw,
-                                          const double *__restrict__ wt, int64_t i)
-{
-    return wt ? add_point_w(acc, r, zw, __ldg(wt + i)) : add_point(acc, r, zw);
-}
-
-__device__ __forceinline__ double warp_sum(double v)
-{
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(GHF_CU_FULL, v, off);
-    return v;
-}
-
-__device__ __forceinline__ double warp_max(double v)
-{
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = fmax(v, __shfl_down_sync(GHF_CU_FULL, v, off));
-    return v;
-}
-
-/* Block-wide max of v (all threads get it); blockDim.x a multiple of 32, <= 1024. */
-__device__ double block_max(double v)
-{
-    __shared__ double s[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) s[warp] = v;
-    __syncthreads();
-    double m = s[0];
-    for (int w = 1; w < nw; w++) m = fmax(m, s[w]);
-    return m;
-}
-
-/* Block-wide sum in a fixed order (all threads get it). */
-__device__ double block_sum(double v)
-{
-    __shared__ double s[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) s[warp] = v;
-    __syncthreads();
-    double m = s[0];
-    for (int w = 1; w < nw; w++) m += s[w];
-    return m;
-}
-
-/* Per-block partials of the row kernels: each warp puts the warp sums of
- * its lanes' running sums acc[0..N-1] into its row of s_red (entries 0..N-1) ... */
-template <int N, int NE>
-__device__ __forceinline__ void warp_sums_to_shared(const double (&acc)[N],
-                                                    double (&s_red)[GHF_CU_TPB / 32][NE])
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int e = 0; e < N; e++) {
-        const double v = warp_sum(acc[e]);
-        if (lane == 0) s_red[warp][e] = v;
-    }
-}
-
-/* ... then the block's partial of each entry is the warps' rows summed in
- * warp order, written to part[e][blockIdx.x]. */
-template <int NE>
-__device__ __forceinline__ void write_block_partials(const double (&s_red)[GHF_CU_TPB / 32][NE],
-                                                     double *__restrict__ part)
-{
-    __syncthreads();
-    for (int e = threadIdx.x; e < NE; e += blockDim.x) {
-        double v = s_red[0][e];
-        for (int w = 1; w < GHF_CU_TPB / 32; w++) v += s_red[w][e];
-        part[(int64_t)e * gridDim.x + blockIdx.x] = v;
-    }
-}
 
 /* Index in the statistics buffer of entry e of the fused partial layout. */
 __device__ __forceinline__ int entry_index(int e, int d)
@@ -236,19 +80,6 @@ __device__ __forceinline__ void load_row(const float *__restrict__ xt, int64_t n
 {
 #pragma unroll
     for (int j = 0; j < D; j++) x[j] = (double)__ldg(xt + (int64_t)j * n + i) - c_pb[ghf__cu_pb_shift(D) + j];
-}
-
-/* One element of the shard in the one-time kernels (shift in global memory). */
-__device__ __forceinline__ double load_x(const double *__restrict__ xt, int64_t k, const double *shift, int j)
-{
-    (void)shift;
-    (void)j;
-    return xt[k];
-}
-
-__device__ __forceinline__ double load_x(const float *__restrict__ xt, int64_t k, const double *shift, int j)
-{
-    return (double)xt[k] - shift[j];
 }
 
 /* q = |L^-1 (x - mu)|^2 and zw = (L^-1 (x - mu)).w for one row, from the
@@ -346,19 +177,6 @@ __global__ void __launch_bounds__(GHF_CU_TPB, MINB)
  * own: the register count, hence the occupancy, no longer grows with D.
  * Row D of the product is s5; its lower triangle above is s6.  Fixed order
  * throughout (deterministic); D + 1 <= 16. */
-__device__ __forceinline__ void mma_f64(double (&c)[2], double a, double b)
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-                 : "+d"(c[0]), "+d"(c[1])
-                 : "d"(a), "d"(b));
-#else
-    (void)c;
-    (void)a;
-    (void)b;
-    __trap(); /* never launched below sm_80 (the host checks) */
-#endif
-}
 
 template <int D, int MINB, typename T>
 __global__ void __launch_bounds__(GHF_CU_TPB, MINB)

@@ -127,16 +127,36 @@ fi
 
 # full fits, CPU vs CUDA backend (log-likelihood to 1e-10, same iterations)
 run_step cuda_fit 150 bash "$ROOT/tests/cuda_fit.sh" "$BIN/ghfit" "$BIN/h5get" "${TMPDIR:-/tmp}/ghfit-cuda-fit.$$"
-grep -E '^(d3|d10|2 ranks|FAIL)' "$OUTDIR/cuda_fit.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
+grep -E '^(d3|d10|d40|2 ranks|FAIL)' "$OUTDIR/cuda_fit.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
 # weights, --missing em and float32 storage: CUDA vs CPU / float64 fits
 run_step cuda_wmf 150 bash "$ROOT/tests/cuda_wmf.sh" "$BIN/ghfit" "$BIN/h5get" "${TMPDIR:-/tmp}/ghfit-cuda-wmf.$$"
 grep -E '(vs|FAIL)' "$OUTDIR/cuda_wmf.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
+
+# sweeps on the GPU with 1, 2 and 4 ranks (groups share the one GPU), against the CPU sweep
+run_step cuda_sweep 120 bash "$ROOT/tests/cuda_sweep.sh" "$BIN/ghfit" "$BIN/h5get" "${TMPDIR:-/tmp}/ghfit-cuda-sweep.$$"
+grep -E '(ranks|FAIL)' "$OUTDIR/cuda_sweep.log" 2>/dev/null | tee -a "$OUTDIR/summary.txt"
 
 # ---- benchmark ----------------------------------------------------------
 BARGS="--iters 10 --out $OUTDIR/bench_cuda.txt"
 [ "${QUICK:-0}" = 1 ] && BARGS="$BARGS --quick"
 run_step bench_cuda 240 "$BIN/bench_cuda" $BARGS
 [ -f "$OUTDIR/bench_cuda.txt" ] && cat "$OUTDIR/bench_cuda.txt" >> "$OUTDIR/summary.txt"
+
+# the 2,000-fit rolling-window sweep (bench/sweep_bench.sh): 2 CPU ranks
+# against the one GPU on 1 and 4 ranks, fitting and result-file time apart
+# (200 windows instead of 1,000 when time is short)
+if command -v mpirun >/dev/null && [ "$(left)" -gt 120 ]; then
+  SW=${TMPDIR:-/tmp}/ghfit-sweep.$$; NWIN=1000; [ "$(left)" -gt 240 ] || NWIN=200
+  for cfg in "cpu 2" "cuda 1" "cuda 4"; do
+    set -- $cfg
+    if [ "$(left)" -gt 60 ]; then
+      BACKEND=$1 timeout $(( $(left) - 30 )) bash "$ROOT/bench/sweep_bench.sh" "$BIN/ghfit" - "$SW" "$2" "$NWIN" \
+        > "$OUTDIR/sweep_$1_$2.log" 2>&1 || echo "sweep $1 on $2 ranks: failed or timed out" >> "$OUTDIR/sweep_$1_$2.log"
+      grep -E '^(wrote|sweep|  gh|  nig)' "$OUTDIR/sweep_$1_$2.log" | sed "s/^/[$1 x$2] /" | tee -a "$OUTDIR/summary.txt"
+    fi
+  done
+  rm -rf "$SW"
+fi
 
 # an end-to-end fit at scale: N = 1e7, d = 10 from HDF5, GH, 20 iterations,
 # CUDA and CPU backends (profile: read init estep allreduce mstep write total)

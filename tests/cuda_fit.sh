@@ -2,7 +2,8 @@
 # Full fits on the GPU against the CPU backend (label gpu): the same data set
 # fitted with --backend cpu and --backend cuda must give the same final
 # log-likelihood within 1e-10 relative and the same iteration count (GH and
-# NIG, d = 3 and d = 10), the result file must say backend "cuda" and device
+# NIG, d = 3 and d = 10, and d = 40 on the wide fused kernel,
+# GHFIT_CUDA_WIDE=1), the result file must say backend "cuda" and device
 # "cuda:0", and two ranks on a machine with one GPU must fail with a clear
 # error under --backend cuda (NCCL refuses) and fit with --backend auto (the
 # host reduces the statistics; device "cuda:0,0").
@@ -16,10 +17,11 @@ rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 fail=0
 "$G" generate --model gh --dim 3 --n 20000 --seed 5 --p -1 --a 1.5 --b 0.7 --out d3.h5 >/dev/null || fail=1
 "$G" generate --model gh --dim 10 --n 200000 --seed 6 --p 1.2 --a 2 --b 1 --out d10.h5 >/dev/null || fail=1
-for data in d3 d10; do
+"$G" generate --model gh --dim 40 --n 60001 --seed 8 --p -0.8 --a 1 --b 1.5 --out d40.h5 >/dev/null || fail=1
+for data in d3 d10 d40; do
   for model in gh nig; do
     for be in cpu cuda; do
-      if ! "$G" fit --data $data.h5 --model $model --backend $be --out r_${data}_${model}_$be.h5 \
+      if ! GHFIT_CUDA_WIDE=1 "$G" fit --data $data.h5 --model $model --backend $be --out r_${data}_${model}_$be.h5 \
            --quiet --max-iter 3000 > log_${data}_${model}_$be.txt 2>&1; then
         echo "FAIL: $data $model --backend $be: $(tail -1 log_${data}_${model}_$be.txt)"; fail=1; continue
       fi

@@ -1,7 +1,8 @@
 /* test_cuda_estep.c - the CUDA E-step against the CPU backend and a serial
  * reference (GPU test: exits 77, "skipped", when there is no CUDA device).
  *
- * For d = 1, 3, 10, 64, 200 on random GH data with random parameters:
+ * For d = 1, 3, 10, 13, 50, 64, 100, 128, 200 on random GH data with random
+ * parameters:
  *   - CUDA statistics (graph + NCCL when np = 1, graph + MPI reduction
  *     otherwise) agree with the CPU backend to 1e-12, relative to the
  *     magnitude of each sum (sum of |terms|, from the serial reference), so
@@ -12,6 +13,9 @@
  *     graph reads the staged parameters, not the captured values);
  *   - variants agree with the CPU too: direct Bessel evaluation, the bound
  *     z-range mode, the cuBLAS path forced at small d, several row chunks;
+ *     for 12 < d <= 128 the wide fused tensor-core kernel (GHFIT_CUDA_WIDE=1)
+ *     with the plan (bound and exact z-range) and with direct evaluation,
+ *     row counts that leave a partial 64-row tile;
  *   - observation weights (some exactly 0): the CUDA statistics agree with
  *     the weighted CPU backend to 1e-12, replays are bitwise repeatable, and
  *     one call with be->weights = NULL (ghf_em_loglik_unweighted) gives the
@@ -19,7 +23,7 @@
  *   - float32 storage (opts x32 + shift): the statistics of the float32 shard
  *     equal those of the float64 shard of the same centred numbers to 1e-12
  *     (bitwise expected: the kernels widen to the same doubles), on the fused
- *     and the cuBLAS path, weighted too.
+ *     and the cuBLAS path, and the wide kernel at 12 < d <= 128, weighted too.
  * Run with any number of ranks; with np > 1 the last rank holds no rows. */
 #include <math.h>
 #include <stdio.h>
@@ -283,7 +287,7 @@ static void test_dim(int d, int64_t n, int size)
               g1[GHF_ST_N], g1[GHF_ST_STOP]);
         if (g_rank == 0)
             printf("d=%3d n=%lld: %s path, plan %d, nodes %d, worst rel diff vs cpu %.2e\n", d,
-                   (long long)n, info.fused ? "fused" : "cuBLAS", gb->last_used_plan,
+                   (long long)n, info.fused ? "fused" : info.wide ? "wide fused" : "cuBLAS", gb->last_used_plan,
                    info.graph_nodes, w);
 
         /* new parameters through the same graph, and a stop request */
@@ -327,17 +331,23 @@ static void test_dim(int d, int64_t n, int size)
         const char *name;
         int plan, zrange, fused_dmax, minb, mma;
         int64_t chunk_bytes, plan_min_rows;
+        int wide;
     } var[] = {
-        {"MPI reduction", -1, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, o.plan_min_rows},
-        {"direct Bessel", 0, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0},
-        {"plan, exact z-range", 1, 0, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0},
-        {"tensor-core sums", 1, 1, GHF_CUDA_FUSED_DMAX, 0, 1, (int64_t)256 << 20, 0},
-        {"register sums, 2 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 2, 0, (int64_t)256 << 20, 0},
-        {"register sums, 3 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 3, 0, (int64_t)256 << 20, 0},
-        {"register sums, 4 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 4, 0, (int64_t)256 << 20, 0},
-        {"cuBLAS path, 3+ chunks", -1, 1, 0, 0, -1, (int64_t)(n / 3 + 1) * d * 8, 0},
+        {"MPI reduction", -1, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, o.plan_min_rows, 0},
+        {"direct Bessel", 0, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0, 0},
+        {"plan, exact z-range", 1, 0, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0, 0},
+        {"tensor-core sums", 1, 1, GHF_CUDA_FUSED_DMAX, 0, 1, (int64_t)256 << 20, 0, 0},
+        {"register sums, 2 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 2, 0, (int64_t)256 << 20, 0, 0},
+        {"register sums, 3 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 3, 0, (int64_t)256 << 20, 0, 0},
+        {"register sums, 4 blocks/SM", 1, 1, GHF_CUDA_FUSED_DMAX, 4, 0, (int64_t)256 << 20, 0, 0},
+        {"cuBLAS path, 3+ chunks", -1, 1, 0, 0, -1, (int64_t)(n / 3 + 1) * d * 8, 0, 0},
+        {"wide fused kernel", -1, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0, 1},
+        {"wide fused kernel, plan, exact z-range", 1, 0, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0, 1},
+        {"wide fused kernel, direct Bessel", 0, 1, GHF_CUDA_FUSED_DMAX, 0, -1, (int64_t)256 << 20, 0, 1},
     };
+    const int wide_d = d > GHF_CUDA_FUSED_DMAX && d <= GHF_CUDA_WIDE_DMAX;
     for (size_t k = 0; k < sizeof var / sizeof var[0]; k++) {
+        if (var[k].wide && !wide_d) continue;
         ghf_cuda_opts ov = o;
         ov.reduce = GHF_CUDA_REDUCE_MPI;
         ov.plan = var[k].plan;
@@ -347,8 +357,15 @@ static void test_dim(int d, int64_t n, int size)
         ov.minb = var[k].minb;
         ov.mma = var[k].mma;
         ov.plan_min_rows = var[k].plan_min_rows;
+        ov.wide = var[k].wide;
         ghf_backend *vb = make_cuda(&pb, &ov);
         if (!vb) continue;
+        if (var[k].wide) {
+            ghf_cuda_info vi;
+            ghf_cuda_get_info(vb, &vi);
+            CHECK(vi.wide == 1, "d=%d: %s: the backend chose the %s path (needs sm_80 and the shared memory)", d,
+                  var[k].name, vi.fused ? "fused" : "cuBLAS");
+        }
         run(vb, &pb, v);
         run(vb, &pb, e1); /* replay */
         char what[128];
@@ -446,11 +463,15 @@ static void test_weights_f32(int d, int64_t n, int size)
         wb->destroy(wb);
     }
     /* float32 storage: the same statistics as the float64 shard, on the
-     * default path and on the cuBLAS path, unweighted and weighted */
-    for (int path = 0; path < 2; path++) {
+     * default path, on the cuBLAS path and (12 < d <= 128) on the wide fused
+     * kernel, unweighted and weighted; the wide kernel's weighted statistics
+     * against the weighted CPU backend */
+    for (int path = 0; path < 3; path++) {
+        if (path == 2 && !(d > GHF_CUDA_FUSED_DMAX && d <= GHF_CUDA_WIDE_DMAX)) continue;
         ghf_cuda_opts of = o;
         of.reduce = GHF_CUDA_REDUCE_MPI;
         if (path == 1) of.fused_dmax = 0;
+        if (path == 2) of.wide = 1;
         ghf_backend *db = make_cuda(&pb, &of);
         ghf_cuda_opts o32 = of;
         o32.x32 = x32;
@@ -460,24 +481,28 @@ static void test_weights_f32(int d, int64_t n, int size)
         if (db && fb) {
             ghf_cuda_info info;
             ghf_cuda_get_info(fb, &info);
-            CHECK(info.f32 == info.fused, "d=%d: float32 on the device %d (fused %d)", d, info.f32, info.fused);
+            CHECK(info.f32 == (info.fused || info.wide), "d=%d: float32 on the device %d (fused %d, wide %d)", d,
+                  info.f32, info.fused, info.wide);
+            CHECK(path != 2 || info.wide == 1, "d=%d: the wide fused kernel was not chosen", d);
+            const char *pname = info.fused ? "fused" : info.wide ? "wide fused" : "cuBLAS";
             for (int wtd = 0; wtd < 2; wtd++) {
                 db->weights = fb->weights = wtd ? w : NULL;
                 run(db, &pb, a);
                 run(fb, &pb, f);
                 run(fb, &pb, b);
                 char what[160];
-                snprintf(what, sizeof what, "float32 vs float64 shard (%s path%s)", info.fused ? "fused" : "cuBLAS",
+                snprintf(what, sizeof what, "float32 vs float64 shard (%s path%s)", pname,
                          wtd ? ", weighted" : "");
                 const double e = compare(what, d, f, a, mag, tol);
                 int same = 1;
                 for (int i = 0; i < len; i++) same &= memcmp(&a[i], &f[i], sizeof(double)) == 0;
-                snprintf(what, sizeof what, "float32 (%s path%s): replay", info.fused ? "fused" : "cuBLAS",
+                snprintf(what, sizeof what, "float32 (%s path%s): replay", pname,
                          wtd ? ", weighted" : "");
                 check_bitwise(what, d, f, b);
+                if (path == 2 && wtd) compare("weighted wide fused (float32) vs weighted cpu", d, f, cpu, mag, tol);
                 if (g_rank == 0)
                     printf("d=%3d float32 (%s path%s, on the device: %s): rel diff vs float64 %.2e%s\n", d,
-                           info.fused ? "fused" : "cuBLAS", wtd ? ", weighted" : "", info.f32 ? "float32" : "float64",
+                           pname, wtd ? ", weighted" : "", info.f32 ? "float32" : "float64",
                            e, same ? " (bitwise equal)" : "");
             }
         }
@@ -503,14 +528,15 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    const int dims[] = {1, 3, 10, 64, 200};
-    const int64_t rows[] = {40000, 40000, 30000, 6000, 3000};
+    /* 12 < d <= 128: the wide kernel's cases; row counts leave a partial 64-row tile */
+    const int dims[] = {1, 3, 10, 13, 50, 64, 100, 128, 200};
+    const int64_t rows[] = {40000, 40000, 30000, 20011, 8005, 6000, 4003, 3001, 3000};
     /* GHF_TEST_QUICK=1: a tenth of the rows (for runs under compute-sanitizer) */
     const char *q = getenv("GHF_TEST_QUICK");
     const int64_t div = (q && q[0] == '1') ? 10 : 1;
     for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) test_dim(dims[k], rows[k] / div, size);
-    const int wdims[] = {3, 10, 64};
-    const int64_t wrows[] = {30000, 30000, 6000};
+    const int wdims[] = {3, 10, 13, 64, 100};
+    const int64_t wrows[] = {30000, 30000, 10007, 6000, 4003};
     for (size_t k = 0; k < sizeof wdims / sizeof wdims[0]; k++) test_weights_f32(wdims[k], wrows[k] / div, size);
     int bad = g_fail, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -12,8 +12,10 @@
  * captured in the weighting of its first call, and a call in the other
  * weighting (ghf_em_loglik_unweighted's one unweighted pass) runs the same
  * work eagerly.  A float32 shard (opts x32) stays float32 on the device on
- * the fused path (widened in registers); the cuBLAS path widens it once at
- * upload.  Design notes: docs/design-cuda.md. */
+ * the fused and wide paths (widened in registers); the cuBLAS path widens it
+ * once at upload.  Paths by d: fused (d <= GHF_CUDA_FUSED_DMAX), wide
+ * (opt-in, up to GHF_CUDA_WIDE_DMAX, kernels/estep_wide.cu), cuBLAS.
+ * Design notes: docs/design-cuda.md. */
 #ifdef GHFIT_HAVE_CUDA
 
 #include <limits.h>
@@ -49,6 +51,8 @@ typedef struct cuda_impl {
     int d, len, nent;
     ghf_cuda_opts o;
     int fused, use_plan;
+    int wide;    /* the wide fused kernel (GHF_CUDA_FUSED_DMAX < d <= GHF_CUDA_WIDE_DMAX) */
+    int onepass; /* fused or wide: one kernel reads the shard (float32 stays float32) */
     int64_t chunk;
     int grid;
     cudaStream_t s;
@@ -151,6 +155,7 @@ void ghf_cuda_opts_default(ghf_cuda_opts *o)
     o->minb = 0;
     o->mma = -1;
     o->fused_dmax = GHF_CUDA_FUSED_DMAX;
+    o->wide = 0;
     o->chunk_bytes = (int64_t)256 << 20;
     o->timeout_s = 600.0;
     o->x_dev = NULL;
@@ -169,6 +174,7 @@ void ghf_cuda_opts_default(ghf_cuda_opts *o)
     o->fused_dmax = (int)env_i64("GHFIT_CUDA_FUSED_DMAX", o->fused_dmax);
     o->minb = (int)env_i64("GHFIT_CUDA_MINB", o->minb);
     o->mma = (int)env_i64("GHFIT_CUDA_MMA", o->mma);
+    o->wide = (int)env_i64("GHFIT_CUDA_WIDE", o->wide);
     o->chunk_bytes = env_i64("GHFIT_CUDA_CHUNK_MB", o->chunk_bytes >> 20) << 20;
     if ((s = getenv("GHFIT_CUDA_TIMEOUT_S"))) o->timeout_s = atof(s);
 }
@@ -334,6 +340,14 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
         }
         CU(ghf__cu_estep_fused(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->o.minb, im->o.mma,
                                im->part, s));
+        CU(ghf__cu_reduce(im->part, im->nent, im->grid, d, im->stats, s));
+    } else if (n > 0 && im->wide) {
+        if (im->use_plan) {
+            if (im->o.zrange == 0) CU(ghf__cu_qmax_wide(im->x, im->x32, n, d, im->pb, im->grid, im->qpart, s));
+            CU(ghf__cu_plan_build(im->pb, d, im->o.zrange, im->qpart, im->grid, n, im->bound, im->plan,
+                                  im->plan_ok, s));
+        }
+        CU(ghf__cu_estep_wide(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->part, s));
         CU(ghf__cu_reduce(im->part, im->nent, im->grid, d, im->stats, s));
     } else if (n > 0) {
         const double *linv = im->pb + ghf__cu_pb_linv(d);
@@ -622,14 +636,14 @@ static void device_name(const cuda_impl *im, char *buf, size_t len)
 }
 
 /* A float32 shard (host, row-major) to the device in chunks, column-major:
- * kept float32 on the fused path (x32), else widened and centred once into
- * the float64 x of the cuBLAS path. */
+ * kept float32 on the fused and wide paths (x32), else widened and centred
+ * once into the float64 x of the cuBLAS path. */
 static int upload_f32(cuda_impl *im, const float *x32, char *err, size_t errlen)
 {
     const int d = im->d;
     const int64_t n = im->n;
     float *tmp = NULL;
-    if (im->fused)
+    if (im->onepass)
         CU(cudaMalloc((void **)&im->x32, sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)d));
     else
         CU(cudaMalloc((void **)&im->x, sizeof(double) * (size_t)(n > 0 ? n : 1) * (size_t)d));
@@ -642,7 +656,7 @@ static int upload_f32(cuda_impl *im, const float *x32, char *err, size_t errlen)
         const int64_t m = (n - r0 < cm) ? n - r0 : cm;
         CU(cudaMemcpyAsync(tmp, x32 + (size_t)r0 * (size_t)d, sizeof(float) * (size_t)m * (size_t)d,
                            cudaMemcpyHostToDevice, im->s));
-        CU(ghf__cu_transpose_in_f32(tmp, m, d, im->fused ? im->x32 : NULL, im->fused ? NULL : im->x, im->shift,
+        CU(ghf__cu_transpose_in_f32(tmp, m, d, im->onepass ? im->x32 : NULL, im->onepass ? NULL : im->x, im->shift,
                                     n, r0, im->s));
         CU(cudaStreamSynchronize(im->s));
     }
@@ -672,7 +686,16 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     for (int i = 0; i < 3; i++) CU(cudaEventCreate(&im->ev[i]));
 
     im->fused = d <= im->o.fused_dmax && d <= GHF_CUDA_FUSED_DMAX;
-    if (!im->fused && n > INT_MAX) {
+    if (!im->fused && im->o.wide > 0 && cc_major >= 8 && d <= GHF_CUDA_WIDE_DMAX) {
+        int optin = 0;
+        CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, im->dev));
+        if ((size_t)optin >= ghf__cu_wide_smem(d)) {
+            CU(ghf__cu_wide_prepare(d));
+            im->wide = 1;
+        }
+    }
+    im->onepass = im->fused || im->wide;
+    if (!im->onepass && n > INT_MAX) {
         seterr(err, errlen, "CUDA backend: %lld rows on one rank exceed the cuBLAS path's limit (%d); "
                "use more ranks", (long long)n, INT_MAX);
         goto fail;
@@ -680,7 +703,7 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     im->use_plan = im->o.plan == 1 || (im->o.plan < 0 && n >= im->o.plan_min_rows);
     if (n == 0) im->use_plan = 0;
     im->grid = ghf__cu_grid(n, im->sm_count);
-    im->nent = im->fused ? ghf__cu_fused_entries(d) : GHF_CU_NSCAL;
+    im->nent = im->onepass ? ghf__cu_fused_entries(d) : GHF_CU_NSCAL;
     int npart = im->nent > d + 1 ? im->nent : d + 1;
 
     const size_t xbytes = sizeof(double) * (size_t)(n > 0 ? n : 1) * (size_t)d;
@@ -701,7 +724,7 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     CU(cudaMemset(im->shift, 0, sizeof(double) * (size_t)d));
     if ((im->o.x32 || im->o.x32_dev) && im->o.shift) {
         CU(cudaMemcpy(im->shift, im->o.shift, sizeof(double) * (size_t)d, cudaMemcpyHostToDevice));
-        if (im->fused) /* the fused kernels widen in registers: the centring rides in the parameter block */
+        if (im->onepass) /* these kernels widen in registers: the centring rides in the parameter block */
             memcpy(im->h_pb + ghf__cu_pb_shift(d), im->o.shift, sizeof(double) * (size_t)d);
     }
 
@@ -709,9 +732,9 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     if (im->o.x32_dev) {
         im->x32 = im->o.x32_dev; /* owned from here (freed on destroy) */
         im->o.x32_dev = NULL;
-        if (!im->fused) {
-            seterr(err, errlen, "CUDA backend: float32 data on the device need the fused path (d <= %d)",
-                   GHF_CUDA_FUSED_DMAX);
+        if (!im->onepass) {
+            seterr(err, errlen, "CUDA backend: float32 data on the device need the fused path (d <= %d, "
+                   "or d <= %d with GHFIT_CUDA_WIDE=1)", GHF_CUDA_FUSED_DMAX, GHF_CUDA_WIDE_DMAX);
             goto fail;
         }
     } else if (im->o.x_dev) {
@@ -746,7 +769,7 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     }
     CU(ghf__cu_shard_summary(im->x, im->x32, im->shift, n, d, im->grid, im->part, im->s4, im->bound, im->s));
 
-    if (!im->fused) {
+    if (!im->onepass) {
         int64_t ch = im->o.chunk_bytes / ((int64_t)d * 8);
         if (ch < 1024) ch = 1024;
         if (ch > n) ch = n;
@@ -880,6 +903,7 @@ void ghf_cuda_get_info(const ghf_backend *be, ghf_cuda_info *info)
     const cuda_impl *im = be->impl;
     info->device = im->dev;
     info->fused = im->fused;
+    info->wide = im->wide;
     info->f32 = im->x32 != NULL;
     info->mma = im->fused && im->o.mma > 0;
     info->graph = im->exec != NULL;

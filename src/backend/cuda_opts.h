@@ -35,6 +35,11 @@ typedef struct ghf_cuda_opts {
     int mma;            /* fused kernel: 1 s5/s6 on the FP64 tensor cores (sm_80 and newer),
                            0 per-thread register sums, -1 by d (default: tensor cores for
                            d >= 7) (env GHFIT_CUDA_MMA) */
+    int wide;           /* GHF_CUDA_FUSED_DMAX < d <= GHF_CUDA_WIDE_DMAX on sm_80 and newer: 1 the
+                           wide fused kernel (one pass over x, quadratic forms and s6 on the
+                           FP64 tensor cores; kernels/estep_wide.cu), 0 the cuBLAS path.
+                           Default 0 until the kernel has been run and measured on a GPU
+                           (env GHFIT_CUDA_WIDE=1) */
     int minb;           /* register-sum kernel: resident blocks per SM its registers must
                            allow (2, 3, 4; 0 default by d: no spills) (env GHFIT_CUDA_MINB) */
     int64_t chunk_bytes; /* cuBLAS path: rows per chunk = chunk_bytes / (8 d)
@@ -44,14 +49,14 @@ typedef struct ghf_cuda_opts {
     /* Data already on the device, column-major (x_dev[j*nrows + i]); the
      * backend takes ownership (cudaFree on destroy).  x must then be NULL. */
     double *x_dev;
-    /* The same as float32 (fused path only, d <= GHF_CUDA_FUSED_DMAX): kept
+    /* The same as float32 (fused or wide path only): kept
      * float32 on the device, each load widened to double and centred by
      * shift; owned as x_dev.  x must then be NULL. */
     float *x32_dev;
     /* A float32 shard on the host (nrows*d, row-major) instead of x: the
      * backend's rows are (double)x32 - shift[j] (shift: d doubles, NULL for
      * zeros), which is what the host's centring of the widened shard gives,
-     * bit for bit.  Kept float32 on the device on the fused path; the cuBLAS
+     * bit for bit.  Kept float32 on the device on the fused and wide paths; the cuBLAS
      * path widens it once, on the device, into its float64 copy. */
     const float *x32;
     const double *shift;
@@ -68,7 +73,8 @@ ghf_backend *ghf_backend_cuda_create_opts(MPI_Comm comm, const double *x, int64_
 /* Diagnostics of a CUDA backend (NULL-safe; zeros for another backend). */
 typedef struct ghf_cuda_info {
     int device;        /* CUDA device ordinal used */
-    int fused;         /* 1: fused kernel path; 0: cuBLAS path */
+    int fused;         /* 1: fused kernel path (d <= GHF_CUDA_FUSED_DMAX) */
+    int wide;          /* 1: wide fused kernel path; fused = wide = 0: cuBLAS path */
     int f32;           /* 1: the shard is float32 on the device */
     int mma;           /* fused path: 1 tensor-core sums, 0 register sums */
     int graph;         /* graph mode */
