@@ -35,8 +35,8 @@
 #define GHF_CU_WIDE_ROWS (8 * GHF_CU_WIDE_NW)
 
 /* Resident blocks per SM the E-step kernel's registers must allow: 2 where
- * that costs no spills (ptxas -v, sm_90: NT <= 8 needs at most 128 registers
- * without spilling), else 1 (up to 255 registers, no spills). */
+ * that costs (almost) no spills (ptxas -v, sm_90: NT <= 7 fit 128 registers,
+ * NT = 8 spills 4 bytes), else 1 (up to 255 registers, no spills). */
 static constexpr int wide_minb(int nt) { return nt <= 8 ? 2 : 1; }
 
 static_assert(GHF_CU_WIDE_ROWS == 64, "phase C gives one row to each of the first 64 threads");
@@ -314,18 +314,28 @@ extern "C" size_t ghf__cu_wide_smem(int d)
     return (size_t)wide_len(wide_nt(d)) * sizeof(double);
 }
 
-extern "C" cudaError_t ghf__cu_wide_prepare(int d)
+/* The dynamic shared memory limit of kernel k raised to bytes, if its static
+ * shared memory (k_qmax_wide: block_max's) fits beside it under optin. */
+template <typename K> static cudaError_t wide_smem_limit(K k, size_t bytes, int optin)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k);
+    if (e != cudaSuccess) return e;
+    if (bytes + fa.sharedSizeBytes > (size_t)optin) return cudaErrorInvalidValue;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+extern "C" cudaError_t ghf__cu_wide_prepare(int d, int optin)
 {
     const size_t bytes = ghf__cu_wide_smem(d);
-    if (bytes == 0) return cudaErrorInvalidValue;
+    if (bytes == 0 || bytes > (size_t)optin) return cudaErrorInvalidValue;
     cudaError_t e = cudaSuccess;
-#define PREP_CALL(NT)                                                                                          \
-    do {                                                                                                       \
-        const cudaFuncAttribute at = cudaFuncAttributeMaxDynamicSharedMemorySize;                              \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_estep_wide<NT, double>, at, (int)bytes);              \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_estep_wide<NT, float>, at, (int)bytes);               \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_qmax_wide<NT, double>, at, (int)bytes);               \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_qmax_wide<NT, float>, at, (int)bytes);                \
+#define PREP_CALL(NT)                                                                     \
+    do {                                                                                  \
+        if (e == cudaSuccess) e = wide_smem_limit(k_estep_wide<NT, double>, bytes, optin); \
+        if (e == cudaSuccess) e = wide_smem_limit(k_estep_wide<NT, float>, bytes, optin);  \
+        if (e == cudaSuccess) e = wide_smem_limit(k_qmax_wide<NT, double>, bytes, optin);  \
+        if (e == cudaSuccess) e = wide_smem_limit(k_qmax_wide<NT, float>, bytes, optin);   \
     } while (0)
     GHF_CU_WIDE_DISPATCH(wide_nt(d), PREP_CALL)
 #undef PREP_CALL
