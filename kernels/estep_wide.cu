@@ -35,8 +35,8 @@
 #define GHF_CU_WIDE_ROWS (8 * GHF_CU_WIDE_NW)
 
 /* Resident blocks per SM the E-step kernel's registers must allow: 2 where
- * that costs (almost) no spills (ptxas -v, sm_90: NT <= 7 fit 128 registers,
- * NT = 8 spills 4 bytes), else 1 (up to 255 registers, no spills). */
+ * that costs no spills (ptxas -v, sm_90: NT <= 8 needs at most 128 registers
+ * without spilling), else 1 (up to 255 registers, no spills). */
 static constexpr int wide_minb(int nt) { return nt <= 8 ? 2 : 1; }
 
 static_assert(GHF_CU_WIDE_ROWS == 64, "phase C gives one row to each of the first 64 threads");
@@ -108,16 +108,34 @@ __device__ void wide_setup(const double *__restrict__ pb, int d, double *sm)
 }
 
 /* Phase A: rows base .. base+63 of the shard into the x tile (rows past n
- * as zeros).  Thread e reads row e % 64 of column e / 64: coalesced. */
+ * as zeros).  Thread tid reads row tid % 64 of columns tid / 64 + 4 m (a warp:
+ * 32 consecutive rows of one column, coalesced), WIDE_LB loads in flight per
+ * thread before their stores (one block per SM above NT = 8: one load at a
+ * time would leave the memory system idle). */
+#define GHF_CU_WIDE_LB 8
 template <int NT, typename T>
 __device__ __forceinline__ void wide_load(const T *__restrict__ xt, int64_t n, int d, int64_t base, double *sm)
 {
     using S = wide_shape<NT>;
+    constexpr int CS = GHF_CU_WIDE_TPB / GHF_CU_WIDE_ROWS; /* column stride: 4 */
+    static_assert(GHF_CU_WIDE_TPB % GHF_CU_WIDE_ROWS == 0, "whole columns per pass");
     const double *shift = sm + S::SH;
-    for (int e = threadIdx.x; e < GHF_CU_WIDE_ROWS * d; e += blockDim.x) {
-        const int j = e / GHF_CU_WIDE_ROWS, i = e - j * GHF_CU_WIDE_ROWS;
-        const int64_t r = base + i;
-        sm[S::X + i * S::LDX + j] = r < n ? load_x(xt, (int64_t)j * n + r, shift, j) : 0.0;
+    const int i = threadIdx.x % GHF_CU_WIDE_ROWS, j0 = threadIdx.x / GHF_CU_WIDE_ROWS;
+    const int64_t r = base + i;
+    double *dst = sm + S::X + i * S::LDX;
+    const bool in = r < n;
+    for (int jb = j0; jb < d; jb += CS * GHF_CU_WIDE_LB) {
+        double v[GHF_CU_WIDE_LB];
+#pragma unroll
+        for (int k = 0; k < GHF_CU_WIDE_LB; k++) {
+            const int j = jb + CS * k;
+            v[k] = (in && j < d) ? load_x(xt, (int64_t)j * n + r, shift, j) : 0.0;
+        }
+#pragma unroll
+        for (int k = 0; k < GHF_CU_WIDE_LB; k++) {
+            const int j = jb + CS * k;
+            if (j < d) dst[j] = v[k];
+        }
     }
 }
 
