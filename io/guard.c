@@ -415,3 +415,10 @@ void ghf_out_unlock_all(void)
         l->lock_path = NULL;
     }
 }
+
+void ghf_out_abandon(void)
+{
+    ghf__tmp_unlink_all();
+    for (int i = 0; i < g_n_locks; i++)
+        if (g_locks[i].lock_path) unlink(g_locks[i].lock_path);
+}

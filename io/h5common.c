@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,43 @@ static int write_all(int fd, const unsigned char *buf, size_t n)
     return 0;
 }
 
+/* The temporary files this process is writing (named before they are
+ * created, forgotten when renamed or removed), for ghf__tmp_unlink_all on a
+ * fatal signal: plain arrays and sig_atomic_t flags only. */
+#define TMP_SLOTS 4
+#define TMP_NAME_MAX 4200
+static char g_tmp_name[TMP_SLOTS][TMP_NAME_MAX];
+static volatile sig_atomic_t g_tmp_on[TMP_SLOTS];
+
+static void tmp_note(const char *tmp)
+{
+    if (strlen(tmp) >= TMP_NAME_MAX) return;
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (!g_tmp_on[i]) {
+            memcpy(g_tmp_name[i], tmp, strlen(tmp) + 1);
+            g_tmp_on[i] = 1;
+            return;
+        }
+}
+
+static void tmp_forget(const char *tmp)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (g_tmp_on[i] && strcmp(g_tmp_name[i], tmp) == 0) g_tmp_on[i] = 0;
+}
+
+void ghf__tmp_release(char *tmp)
+{
+    if (tmp) tmp_forget(tmp);
+    free(tmp);
+}
+
+void ghf__tmp_unlink_all(void)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (g_tmp_on[i]) unlink(g_tmp_name[i]);
+}
+
 /* Creates "<base>.tmp.<pid>[.<k>]" exclusively: fd, or -1 (errno). */
 static int create_tmp(const char *base, char **tmp)
 {
@@ -285,13 +323,16 @@ static int create_tmp(const char *base, char **tmp)
     for (int k = 0; k < 100; k++) {
         if (k == 0) snprintf(*tmp, n, "%s.tmp.%ld", base, (long)getpid());
         else snprintf(*tmp, n, "%s.tmp.%ld.%d", base, (long)getpid(), k);
+        tmp_note(*tmp); /* before it exists: a signal right after the open still finds it */
         const int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd >= 0 || errno != EEXIST) {
-            if (fd < 0) {
-                free(*tmp);
-                *tmp = NULL;
-            }
-            return fd;
+        if (fd >= 0) return fd;
+        tmp_forget(*tmp);
+        if (errno != EEXIST) {
+            const int e = errno;
+            free(*tmp);
+            *tmp = NULL;
+            errno = e;
+            return -1;
         }
     }
     free(*tmp);
@@ -320,7 +361,7 @@ int ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, ch
     if (!e) return 0;
     ghf__seterr(why, whylen, "%s", strerror(e));
     if (*tmp) unlink(*tmp);
-    free(*tmp);
+    ghf__tmp_release(*tmp);
     *tmp = NULL;
     return -1;
 }

@@ -286,7 +286,7 @@ static int gen_write(MPI_Comm comm, int rank, const char *path, const char *what
     }
     if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
         if (tmp) unlink(tmp);
-        free(tmp);
+        ghf__tmp_release(tmp);
         return st;
     }
     char tname[4200] = "";
@@ -298,7 +298,7 @@ static int gen_write(MPI_Comm comm, int rank, const char *path, const char *what
     st = write_all(comm, tname, what, gs, nds, row0, nrows, err, errlen);
     if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
         if (rank == 0) unlink(tname);
-        free(tmp);
+        ghf__tmp_release(tmp);
         return st;
     }
 
@@ -312,7 +312,7 @@ static int gen_write(MPI_Comm comm, int rank, const char *path, const char *what
             ghf__fsync_parent(path);
         }
     }
-    free(tmp);
+    ghf__tmp_release(tmp);
     return ghf__agree(comm, st, err, errlen);
 }
 

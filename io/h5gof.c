@@ -82,6 +82,6 @@ int ghf_h5_write_arrays(const char *path, const ghf_out_meta *meta, const char *
     } else {
         ghf__fsync_parent(path);
     }
-    free(tmp);
+    ghf__tmp_release(tmp);
     return st;
 }

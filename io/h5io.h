@@ -189,6 +189,10 @@ int  ghf_out_lock(const char *path, char *err, size_t errlen);
  * holds "<path>.lock" or when that file is not a ghfit lock file; else 0. */
 int  ghf_out_lock_query(const char *path, char *err, size_t errlen);
 void ghf_out_unlock_all(void);
+/* For a fatal signal (async-signal-safe): removes the temporary files this
+ * process is writing (an output not yet renamed into place) and its lock
+ * files; the process must end right after (ghf_release_stop_handlers). */
+void ghf_out_abandon(void);
 
 /* ---------------------------------------------------------------------------
  * `ghfit generate`: collective write of an N x d matrix.

@@ -249,7 +249,7 @@ static void writer_free(ghf_h5_writer *w)
 {
     if (!w) return;
     free(w->final_path);
-    free(w->tmp_path);
+    ghf__tmp_release(w->tmp_path);
     free(w->rows);
     free(w);
 }

@@ -96,6 +96,12 @@ typedef struct ghf__memfile ghf__memfile;
 hid_t ghf__h5_mem_create(const char *name, H5F_libver_t libver_lo, ghf__memfile **mf);
 int   ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, char *why, size_t whylen);
 void  ghf__h5_mem_discard(hid_t f, ghf__memfile *mf);
+/* The temporary file names of ghf__h5_mem_save are known to the process
+ * until they are renamed or removed: ghf__tmp_release(tmp) forgets one and
+ * frees it (NULL: nothing); ghf__tmp_unlink_all removes every one still
+ * known (async-signal-safe; ghf_out_abandon). */
+void  ghf__tmp_release(char *tmp);
+void  ghf__tmp_unlink_all(void);
 
 /* fsync(path) (a file or a directory); 0 on success. */
 int ghf__fsync_path(const char *path);

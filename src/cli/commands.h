@@ -30,8 +30,11 @@ int ghf_run_job(int serial, int argc, char **argv, ghf_job *j);
  * the EM loop turns it into a collective stop at the next iteration boundary.
  * main installs the handlers as its first instruction, so a request that
  * arrives during start-up (MPI_Init, reading the data) is honoured once
- * start-up is done.  Commands that cannot stop cleanly (generate, summary)
- * release them: the default action again, and a pending signal is re-raised. */
+ * start-up is done.  Commands that cannot stop cleanly (generate, summary,
+ * eval, sample, gof, risk) release them (again after MPI_Init): the signal
+ * ends the process as by its default action, after removing the temporary
+ * file and the lock of an output being written (ghf_out_abandon), and a
+ * pending signal is re-raised. */
 extern volatile sig_atomic_t ghf_stop_requested;
 void ghf_install_stop_handlers(void);
 void ghf_release_stop_handlers(void);

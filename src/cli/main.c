@@ -42,7 +42,8 @@ static void usage(FILE *f)
             GHFIT_VERSION, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER, ghf_backends_compiled());
 }
 
-/* fit and run turn SIGUSR1/SIGTERM into a clean stop; the others keep the default action */
+/* fit and run turn SIGUSR1/SIGTERM into a clean stop; the others end on it, leaving no
+ * temporary or lock file (signals.c) */
 static int stoppable(const char *cmd) { return cmd && (strcmp(cmd, "fit") == 0 || strcmp(cmd, "run") == 0); }
 
 int main(int argc, char **argv)
@@ -70,7 +71,9 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "check") == 0) return ghf_cmd_check(argc - 1, argv + 1);
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    if (stoppable(argv[1])) ghf_install_stop_handlers(); /* again, should MPI_Init have replaced them */
+    /* again, should MPI_Init have replaced them */
+    if (stoppable(argv[1])) ghf_install_stop_handlers();
+    else ghf_release_stop_handlers();
     int rc;
     const char *cmd = argv[1];
     if (strcmp(cmd, "fit") == 0) rc = ghf_cmd_fit(argc - 1, argv + 1);

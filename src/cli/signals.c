@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "h5io.h"
 
 volatile sig_atomic_t ghf_stop_requested = 0;
 
@@ -11,23 +12,37 @@ static void on_stop(int sig)
     ghf_stop_requested = sig; /* nonzero: the signal's number */
 }
 
-static void set_handler(void (*h)(int))
+static void set_handler(void (*h)(int), int sig)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = h;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+/* Commands that cannot stop cleanly end on the signal, as by its default
+ * action, but first remove what they were writing: the temporary file of an
+ * output not yet renamed into place and the output's lock file. */
+static void on_fatal(int sig)
+{
+    ghf_out_abandon();
+    set_handler(SIG_DFL, sig);
+    raise(sig); /* blocked in here: delivered, with the default action, on return */
 }
 
 /* Idempotent: main calls it first thing; a request that arrived earlier is kept. */
-void ghf_install_stop_handlers(void) { set_handler(on_stop); }
+void ghf_install_stop_handlers(void)
+{
+    set_handler(on_stop, SIGUSR1);
+    set_handler(on_stop, SIGTERM);
+}
 
 void ghf_release_stop_handlers(void)
 {
-    set_handler(SIG_DFL);
+    set_handler(on_fatal, SIGUSR1);
+    set_handler(on_fatal, SIGTERM);
     const int sig = ghf_stop_requested;
     if (sig) raise(sig);
 }
