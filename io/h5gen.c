@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 /* this module */
@@ -131,6 +132,20 @@ static int make_skeleton(const char *path, const char *what, const gen_ds *gs, i
         return 1;
     }
     return 0;
+}
+
+/* Test hook GHFIT_TEST_WRITE_SLEEP=S: rank 0 sleeps S seconds once the
+ * temporary file exists, before the rows are written (tests/faults_signals.sh). */
+static void test_write_sleep(const char *tmp)
+{
+    const char *s = getenv("GHFIT_TEST_WRITE_SLEEP");
+    const double sec = s ? atof(s) : 0;
+    if (sec <= 0) return;
+    fprintf(stderr, "ghfit: test: %s created; sleeping %.1f s before the rows are written\n", tmp, sec);
+    fflush(stderr);
+    struct timespec ts = {(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 /* Rank 0, step 2: reserve the datasets' bytes beyond the skeleton on disk,
@@ -283,6 +298,7 @@ static int gen_write(MPI_Comm comm, int rank, const char *path, const char *what
     if (rank == 0) {
         st = make_skeleton(path, what, gs, nds, signature, n_root, root, &tmp, err, errlen);
         if (st == 0) st = reserve_and_allocate(tmp, what, gs, nds, err, errlen);
+        if (st == 0) test_write_sleep(tmp);
     }
     if ((st = ghf__agree(comm, st, err, errlen)) != 0) {
         if (tmp) unlink(tmp);

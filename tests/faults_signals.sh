@@ -12,8 +12,13 @@
 #  4. the log follows the run: with stdout in a file, iteration lines are
 #     there while the fit runs (line-buffered), and after a stop the note
 #     comes after the last iteration line.
-# Every case: exact exit status, no hang, no signal death, inputs unchanged,
-# no temporary file left.
+#  5. commands that cannot stop end on SIGTERM leaving nothing: `gof
+#     --bootstrap` (2 ranks, mpirun signalled) removes its lock file; `eval`
+#     signalled while its temporary output exists (GHFIT_TEST_WRITE_SLEEP)
+#     removes it and its lock, and dies of the signal (143).
+# Every case: exact exit status, no hang, no signal death (but in 5, where
+# the signal's default action is the documented end), inputs unchanged, no
+# temporary file left.
 # usage: faults_signals.sh GHFIT H5GET WORKDIR
 set -uo pipefail
 G=$1; H=$2; W=$3
@@ -101,6 +106,29 @@ last_iter=$(grep -n '^iter ' log.txt | tail -1 | cut -d: -f1); note=$(grep -n '^
 k=$("$H" lck.h5 /running/0 iter); li=$(grep '^iter ' log.txt | tail -1 | awk '{print $2}')
 [ -n "$li" ] && [ "$li" -ge $((k - 1)) ] && ok "the log reaches iteration $li (checkpoint at $k)" \
   || die "the log ends at iteration '$li', the checkpoint is at $k"
+
+# --- 5. the commands that cannot stop end on the signal, leaving nothing -------------------------
+# (ghfit.sbatch relies on it: a cancelled eval, gof, sample or risk leaves no output, temporary
+# or lock file).  gof --bootstrap holds its output's lock while it refits; eval holds its temporary
+# output file while it writes (GHFIT_TEST_WRITE_SLEEP holds it there).
+run_t 120 gfit.txt mpirun -np 1 "$G" fit --data in/d.h5 --model nig --out gfit.h5 --quiet || { cat gfit.txt; die "fit for gof"; }
+start_bg g1.txt mpirun -np 2 "$G" gof --model gfit.h5 --data in/d.h5 --out g.h5 --bootstrap 100000
+wait_until "[ -e g.h5.lock ] && grep -q 'bootstrap: ' g1.txt" 60 || die "gof --bootstrap: no lock file, no bootstrap line"
+kill -TERM $bgpid
+wait_bg 60; rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || die "gof --bootstrap stopped by SIGTERM (mpirun): exit $rc"
+left=$(ls -A | grep '^g\.h5')
+[ -z "$left" ] && ok "gof --bootstrap, SIGTERM: ends (exit $rc), no output, temporary or lock file left" ||
+  die "gof --bootstrap, SIGTERM: left $left"
+GHFIT_TEST_WRITE_SLEEP=30 start_bg e1.txt "$G" eval --model gfit.h5 --data in/d.h5 --out e.h5
+wait_until "grep -q 'ghfit: test: e.h5.tmp.[0-9]* created' e1.txt" 60 || die "eval: no temporary file announced"
+ls e.h5.tmp.* e.h5.lock > /dev/null || die "eval: the temporary file or the lock is not there"
+kill -TERM $bgpid
+wait_bg 20; rc=$?
+[ $rc = 143 ] || die "eval stopped by SIGTERM while writing: exit $rc, expected 143 (the signal's default action)"
+left=$(ls -A | grep '^e\.h5')
+[ -z "$left" ] && ok "eval, SIGTERM while writing: ends by the signal, its temporary file and lock removed" ||
+  die "eval, SIGTERM while writing: left $left"
 
 same_files "inputs" in.sha in
 ls *.tmp* > /dev/null 2>&1 && die "temporary files left: $(ls *.tmp*)"
