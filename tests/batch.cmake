@@ -20,7 +20,8 @@ set_tests_properties(batch_slurm PROPERTIES LABELS "slurm;batch" TIMEOUT 500 PRO
   SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")
 # ghfit.sbatch with eval and gof (no checkpoint) on the same one-node Slurm:
 # results equal mpirun's, a typo fails in the check step, the time-limit
-# warning is a note, scancel leaves nothing (tests/batch_slurm_post.sh).
+# warning is a note, scancel leaves nothing, a requeued job runs afresh
+# (tests/batch_slurm_post.sh).
 add_test(NAME batch_slurm_post COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slurm_post.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm_post)
 set_tests_properties(batch_slurm_post PROPERTIES LABELS "slurm;batch" TIMEOUT 200 PROCESSORS 2

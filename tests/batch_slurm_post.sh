@@ -14,7 +14,11 @@
 #  4. a running `gof --bootstrap` on 2 tasks: the time-limit warning
 #     (USR1 to the batch script) is only a note (the job runs on, no
 #     requeue); then scancel: the job ends CANCELLED, is not requeued, and
-#     leaves no output, no temporary file and no lock file.
+#     leaves no output, no temporary file and no lock file;
+#  5. a requeue by Slurm (scontrol requeue, what PreemptMode=REQUEUE does)
+#     of a running `gof --bootstrap 40`: ghfit ends, Slurm starts the job
+#     again, the command runs afresh and its output equals `mpirun -np 1
+#     ghfit gof --bootstrap 40` (bootstrap p-values included).
 # usage: batch_slurm_post.sh GHFIT H5GET WORKDIR
 set -uo pipefail
 G=$1; H=$2; W=$3
@@ -44,12 +48,21 @@ sub() { sbatch --parsable --chdir="$W" "$@"; }
 # ---- submit ------------------------------------------------------------------------------------
 j_can=$(sub --ntasks=2 --output="$W/can-%j.out" "$S" gof --model f.h5 --data d.h5 --out C.h5 --bootstrap 100000) ||
   die "sbatch gof --bootstrap"
+j_req=$(sub --ntasks=1 --output="$W/req-%j.out" "$S" gof --model f.h5 --data d.h5 --out R.h5 --bootstrap 40) ||
+  die "sbatch gof --bootstrap 40"
 j_gof=$(sub --ntasks=1 --output="$W/gof-%j.out" "$S" gof --model f.h5 --data d.h5 --out G.h5) || die "sbatch gof"
 j_ev=$(sub --ntasks=2 --output="$W/ev-%j.out" "$S" eval --model f.h5 --data d.h5 --out E.h5) || die "sbatch eval"
 j_typo=$(sub --ntasks=2 --output="$W/typo-%j.out" "$S" gof --modle f.h5 --data d.h5 --out T.h5) || die "sbatch typo"
 
+# 5: requeue the bootstrap once it runs
+for _ in $(seq 1 240); do grep -q "bootstrap: .* replicates" "req-$j_req.out" 2> /dev/null && break; sleep 0.25; done
+grep -q "bootstrap: .* replicates" "req-$j_req.out" || die "the gof --bootstrap 40 job $j_req did not start its bootstrap"
+scontrol requeue "$j_req" || die "scontrol requeue $j_req"
+
 # references, while the jobs run
 mpirun -np 1 "$G" gof --model f.h5 --data d.h5 --out ref_gof.h5 > ref_gof.txt 2>&1 || { cat ref_gof.txt; die "reference gof"; }
+mpirun -np 1 "$G" gof --model f.h5 --data d.h5 --out ref_boot.h5 --bootstrap 40 > ref_boot.txt 2>&1 ||
+  { cat ref_boot.txt; die "reference gof --bootstrap"; }
 mpirun -np 1 "$G" eval --model f.h5 --data d.h5 --out ref_ev.h5 > ref_ev.txt 2>&1 || { cat ref_ev.txt; die "reference eval"; }
 dump() { # FILE DATASET...: every number, %.17g (equal text = equal bits)
   local f=$1 x; shift
@@ -57,6 +70,8 @@ dump() { # FILE DATASET...: every number, %.17g (equal text = equal bits)
 }
 GOF_KEYS=(/margins/ks /margins/ad /margins/cvm /margins/ks_p /margins/ad_p /margins/cvm_p /margins/qq /margins/pit
           /radial/ks /radial/ad /radial/cvm /radial/ks_p /radial/ad_p /radial/cvm_p /radial/qq /radial/pit)
+BOOT_KEYS=("${GOF_KEYS[@]}" /margins/ks_p_boot /margins/ad_p_boot /margins/cvm_p_boot /radial/ks_p_boot
+           /radial/ad_p_boot /radial/cvm_p_boot)
 EV_KEYS=(/logpdf /mahalanobis /e_y /e_invy /nonfinite)
 
 # ---- 4. the warning is a note, scancel ends the job with nothing left ----------------------------
@@ -114,6 +129,20 @@ show "ev-$j_ev.out"
 grep -q "2 task(s) on 1 node(s)" "ev-$j_ev.out" || die "eval: not 2 tasks"
 [ "$(dump E.h5 "${EV_KEYS[@]}")" = "$(dump ref_ev.h5 "${EV_KEYS[@]}")" ] || die "sbatch --ntasks=2 eval differs from mpirun -np 1 eval"
 [ $fail = 0 ] && ok "sbatch --ntasks=2 eval == mpirun -np 1 eval (every score, %.17g); exit 0"
+
+# ---- 5. requeued by Slurm: runs afresh, the same output ------------------------------------------
+wait_state "$j_req" 120 COMPLETED FAILED CANCELLED TIMEOUT || die "requeued job $j_req did not end"
+show "req-$j_req.out"
+[ "$(state_of "$j_req")" = COMPLETED ] && [ "$(restarts_of "$j_req")" = 1 ] ||
+  die "requeued gof: state $(state_of "$j_req"), restarts $(restarts_of "$j_req"); expected COMPLETED, 1"
+grep -q "note: SIGTERM (scancel or preemption): ghfit gof stops" "req-$j_req.out" || die "requeued gof: no note of the stop"
+[ "$(grep -c "srun .* gof --model f.h5 --data d.h5 --out R.h5 --bootstrap 40$" "req-$j_req.out")" = 2 ] ||
+  die "requeued gof: not run twice with its own arguments only"
+[ "$(dump R.h5 "${BOOT_KEYS[@]}")" = "$(dump ref_boot.h5 "${BOOT_KEYS[@]}")" ] ||
+  die "requeued gof --bootstrap differs from mpirun -np 1 gof --bootstrap"
+left=$(ls -A | grep '^R\.h5.')
+[ -z "$left" ] || die "the requeued gof left: $left"
+[ $fail = 0 ] && ok "gof --bootstrap requeued by Slurm: stopped, restarted, run afresh; == mpirun -np 1 (p_boot included)"
 
 echo "batch_slurm_post: wall time $(( $(date +%s) - t_start )) s"
 [ $fail -eq 0 ] && echo "batch_slurm_post: all passed" || echo "batch_slurm_post: FAILED"
