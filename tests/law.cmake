@@ -8,6 +8,12 @@ set_tests_properties(cli_risk PROPERTIES LABELS "cli;law;mpi" TIMEOUT 600 PROCES
 # goodness of fit (src/law/gof.c): p-values, noncentral chi-square, radial law, interpolated PITs
 ghf_unit_test(NAME test_gof SOURCES tests/test_gof.c LABELS law TIMEOUT 120)
 target_link_libraries(test_gof PRIVATE PkgConfig::GSL)
+# the parallel sort (src/dist/psort.c) and the distributed gof pieces (src/pipeline/gofdist.c): sorted,
+# every row once, the same bits as the serial statistics and PITs, on 1-4 ranks with uneven shards and ties
+ghf_unit_test(NAME test_psort SOURCES tests/test_psort.c LABELS law TIMEOUT 60)
+foreach(np 2 3 4)
+  ghf_mpi_test(NAME test_psort_np${np} NP ${np} COMMAND $<TARGET_FILE:test_psort> LABELS law TIMEOUT 60)
+endforeach()
 # ghfit gof: sampled data not rejected, t(3) data fitted as gauss rejected, 1 and 2 ranks, bad input
 add_test(NAME cli_gof COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_gof.sh $<TARGET_FILE:ghfit>
          ${CMAKE_BINARY_DIR}/work/cli_gof)

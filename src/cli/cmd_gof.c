@@ -18,6 +18,7 @@
 #include "ghf_version.h"
 #include "gof.h"
 #include "gofboot.h"
+#include "gofdist.h"
 #include "h5io.h"
 #include "iocheck.h"
 #include "score.h"
@@ -140,39 +141,6 @@ static int gof_parse(int argc, char **argv, gof_opts *o, int rank)
     return 0;
 }
 
-/* Collective: every rank's shard onto rank 0 (*all, n_total rows).  0 or 1. */
-static int gof_gather(MPI_Comm comm, const ghf_shard *sh, int d, double **all, int64_t *n_total, char *err,
-                      size_t errlen)
-{
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    int64_t mine = sh->nrows, tot = 0;
-    MPI_Allreduce(&mine, &tot, 1, MPI_INT64_T, MPI_SUM, comm);
-    *n_total = tot;
-    *all = NULL;
-    if (tot * (int64_t)d > INT_MAX) {
-        snprintf(err, errlen, "gof: %lld rows x %d columns: gof gathers the rows on rank 0, at most %d values",
-                 (long long)tot, d, INT_MAX);
-        return 2;
-    }
-    int *cnt = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL, *off = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL;
-    int oom = rank == 0 && (!cnt || !off || !(*all = malloc((size_t)(tot > 0 ? tot : 1) * (size_t)d * sizeof(double))));
-    if (ghf_any(comm, oom)) {
-        snprintf(err, errlen, "gof: out of memory on rank 0 for %lld rows", (long long)tot);
-        free(cnt), free(off), free(*all), *all = NULL;
-        return 1;
-    }
-    int mc = (int)(mine * d);
-    MPI_Gather(&mc, 1, MPI_INT, cnt, 1, MPI_INT, 0, comm);
-    if (rank == 0)
-        for (int r = 1; r < size; r++) off[r] = off[r - 1] + cnt[r - 1];
-    MPI_Gatherv(sh->x, mc, MPI_DOUBLE, *all, cnt, off, MPI_DOUBLE, 0, comm);
-    free(cnt);
-    free(off);
-    return 0;
-}
-
 static void gof_progress(const char *what, int done, int total)
 {
     ghf_note0("gof: %s %d/%d done", what, done, total);
@@ -224,16 +192,18 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
     return ghf_h5_write_arrays(o->out, &meta, "gof", na, at, k, a, err, errlen);
 }
 
-/* Rank 0: the observed statistics into r.  0, 1 or 2. */
-static int gof_observe(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, ghf_gof_result *r,
-                       char *err, size_t errlen)
+/* Collective: the observed statistics into r from the ranks' rows x (nloc
+ * each; r is complete on every rank but the PITs: rank 0 only).  0, 1 or 2
+ * (agreed). */
+static int gof_observe(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const double *x,
+                       size_t nloc, ghf_gof_result *r, char *err, size_t errlen)
 {
     if (in->n < 2) {
         snprintf(err, errlen, "%s:%s: %lld finite rows; gof needs at least 2", o->data, o->dataset, (long long)in->n);
         return 2;
     }
-    int st = ghf_gof_compute(in, r, err, errlen);
-    if (st == 2) {
+    int st = ghf_gof_compute_dist(MPI_COMM_WORLD, in, x, nloc, r, err, errlen);
+    if (st == 2 && strncmp(err, "the fit's", 9) == 0) {
         char e2[1024];
         snprintf(e2, sizeof e2, "%s:/fits/%s: %s", o->model, law->name, err);
         snprintf(err, errlen, "%s", e2);
@@ -269,21 +239,23 @@ static int gof_finish(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_i
     return st;
 }
 
-/* Collective: the rows on rank 0 (all, n_all), observed statistics, the
+/* Collective: the observed statistics from the ranks' shards, the
  * bootstrap, the file.  The exit status (agreed). */
-static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, const double *all, int64_t n_all,
-                   int64_t n_dropped, char *err, size_t errlen)
+static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, char *err,
+                   size_t errlen)
 {
+    int64_t n_all = 0;
+    MPI_Allreduce(&sh->nrows, &n_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
-                              law->b, all, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
+                              law->b, NULL, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
                               n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL, NULL, NULL};
     ghf_gof_result r;
     memset(&r, 0, sizeof r);
     const double t0 = MPI_Wtime();
-    int st = ghf_agree(MPI_COMM_WORLD, rank == 0 ? gof_observe(o, law, &in, &r, err, errlen) : 0, err, errlen);
+    int st = gof_observe(o, law, &in, sh->x, (size_t)sh->nrows, &r, err, errlen);
     ghf_gof_boot bt;
     memset(&bt, 0, sizeof bt);
     if (!st && o->B > 0) {
@@ -296,12 +268,12 @@ static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, co
                                errlen);
     }
     if (!st) {
-        const int s0 = rank == 0 ? gof_finish(o, law, &in, &r, o->B > 0 ? &bt : NULL, n_dropped, size,
+        const int s0 = rank == 0 ? gof_finish(o, law, &in, &r, o->B > 0 ? &bt : NULL, sh->n_dropped, size,
                                               MPI_Wtime() - t0, err, errlen)
                                  : 0;
         st = ghf_agree(MPI_COMM_WORLD, s0, err, errlen);
     }
-    ghf_gof_result_free(&r); /* zeros on the other ranks */
+    ghf_gof_result_free(&r);
     ghf_gof_boot_free(&bt);
     return st;
 }
@@ -328,7 +300,7 @@ int ghf_cmd_gof(int argc, char **argv)
     }
     const ghf_io_plan plan = {.data = o.data, .dataset = o.dataset, .win_len = -1, .n_ranks = size, .out = o.out,
                               .out_kind = GHF_PATH_RESULT, .model = file};
-    int64_t n = 0, n_all = 0;
+    int64_t n = 0;
     int d = 0;
     st = ghf_io_check(MPI_COMM_WORLD, &plan, &n, &d, err, sizeof err);
     if (!st && d != law.d) {
@@ -338,17 +310,13 @@ int ghf_cmd_gof(int argc, char **argv)
     }
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);
-    double *all = NULL;
     if (!st) {
         const ghf_read_opts ro = {.path = o.data, .dataset = o.dataset, .win_len = -1, .drop_nonfinite = o.drop ? 1 : 0,
                                   .granule = 1};
         st = ghf_h5_read_shard(MPI_COMM_WORLD, &ro, &sh, err, sizeof err);
     }
-    if (!st) st = ghf_agree(MPI_COMM_WORLD, gof_gather(MPI_COMM_WORLD, &sh, d, &all, &n_all, err, sizeof err), err,
-                            sizeof err);
-    if (!st) st = gof_run(&o, &law, fam, all, n_all, sh.n_dropped, err, sizeof err);
+    if (!st) st = gof_run(&o, &law, fam, &sh, err, sizeof err);
     if (st) ghf_error0("%s", err);
-    free(all);
     ghf_shard_free(&sh);
     ghf_fit_law_free(&law);
     return st;

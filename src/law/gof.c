@@ -512,7 +512,7 @@ void ghf_gof_result_free(ghf_gof_result *r)
     memset(r, 0, sizeof *r);
 }
 
-static int result_alloc(const ghf_gof_input *in, ghf_gof_result *r)
+int ghf_gof_result_alloc(const ghf_gof_input *in, ghf_gof_result *r)
 {
     const size_t d = (size_t)in->d, Q = in->Q > 0 ? (size_t)in->Q : 1; /* Q = 0: no QQ table */
     memset(r, 0, sizeof *r);
@@ -546,7 +546,7 @@ int ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, siz
     const size_t n = in->n, d = (size_t)in->d;
     xi_pair *v = malloc(n * sizeof *v);
     double *xs = malloc(n * sizeof *xs), *u = malloc(n * sizeof *u);
-    int st = (!v || !xs || !u || result_alloc(in, out)) ? 1 : 0;
+    int st = (!v || !xs || !u || ghf_gof_result_alloc(in, out)) ? 1 : 0;
     if (st) snprintf(err, errlen, "gof: out of memory for %zu rows", n);
     for (size_t j = 0; j < d && !st; j++) {
         if (!(in->sigma[j * d + j] > 0.0)) {

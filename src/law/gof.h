@@ -171,5 +171,8 @@ int ghf_gof_radial_q(const ghf_gof_input *in, const double *x, size_t n, double 
  * 1 out of memory or a failed cdf.  On failure nothing is left to free. */
 int  ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, size_t errlen);
 void ghf_gof_result_free(ghf_gof_result *r);
+/* The arrays of a result for in (pit and rpit when in->want_pit), exact = 1;
+ * 0, or 1 out of memory (then ghf_gof_result_free frees what was got). */
+int  ghf_gof_result_alloc(const ghf_gof_input *in, ghf_gof_result *r);
 
 #endif /* GHF_LAW_GOF_H */
