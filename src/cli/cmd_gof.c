@@ -1,9 +1,11 @@
 /* cmd_gof.c - `ghfit gof`: goodness of fit of a fitted law on a data set:
  * per-margin PITs with KS/AD/CvM and QQ tables, and the PIT of the radial
- * statistic (src/law/gof.h).  The ranks read shards, rank 0 gathers them and
- * computes (OpenMP); with --bootstrap B every rank refits its share of the
- * replicates (src/pipeline/gofboot.h); rank 0 writes the file (temp file,
- * then rename). */
+ * statistic (src/law/gof.h).  The ranks read shards and keep them: every
+ * column is sorted across the ranks and the statistics come from the ranks'
+ * pieces of the order (src/pipeline/gofdist.h; the same bits for any number
+ * of ranks; a rank's piece must stay below 2^31 values); with --bootstrap B
+ * every rank refits its share of the replicates (src/pipeline/gofboot.h);
+ * rank 0 writes the file (temp file, then rename). */
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
