@@ -5,7 +5,8 @@
 # and a non-finite row dropped, 4999 rows (uneven shards): once with every
 # PIT exact and once with knots and interpolation (--exact-max 500 --knots
 # 64), the per-row PITs included.  The interpolated PITs stay within the
-# reported error of the exact ones.
+# reported error of the exact ones.  A cdf failing on one rank
+# (GHFIT_TEST_FAIL=gofcdf@RANK) ends every rank with exit 1 and one error line.
 # usage: cli_gofdist.sh GHFIT WORKDIR
 set -uo pipefail
 G=$1; W=$2
@@ -65,5 +66,21 @@ for j in range(3):
     assert np.all(np.diff(us)[np.diff(xs) == 0] == 0) and np.all(np.diff(us) >= 0)
 print(f"ok   interpolated vs exact PITs: largest difference {dp:.2g} (reported error {err:.2g}); ties share a PIT")
 PY
+# a cdf that fails on one rank only (GHFIT_TEST_FAIL=gofcdf@RANK): every
+# rank leaves (no hang), exit 1, one error line, no output file
+for mode in "" "--exact-max 500 --knots 64"; do
+  for r in 0 2; do
+    rm -f out.h5*
+    GHFIT_TEST_FAIL=gofcdf@$r timeout 60 $MPI -np 3 "$G" gof --model t.h5 --data x.h5 --drop-nonfinite --qq 25 \
+        $mode --out out.h5 --quiet >stdout.txt 2>stderr.txt
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(grep -c '^ghfit: ' stderr.txt)" -eq 1 ] && grep -q "^ghfit: error: gof: the cdf of margin 0 failed" stderr.txt \
+       && ! ls out.h5* >/dev/null 2>&1; then
+      echo "ok   cdf failing on rank $r (${mode:-exact}): $(cat stderr.txt)"
+    else
+      echo "FAIL cdf failing on rank $r (${mode:-exact}): exit $rc"; cat stderr.txt; fail=1
+    fi
+  done
+done
 [ $fail -eq 0 ] && echo "cli_gofdist: all passed"
 exit $fail

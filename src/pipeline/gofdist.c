@@ -180,6 +180,14 @@ static int pits_to_root(MPI_Comm comm, ghf_sortkey *k, const double *u, size_t m
     return rc != MPI_SUCCESS;
 }
 
+/* the cdf of a rank told to fail (GHFIT_TEST_FAIL=gofcdf@RANK) */
+static int failing_cdf(const void *ctx, double x, double *u)
+{
+    (void)ctx, (void)x;
+    *u = NAN;
+    return GHF_UNI_EDOM;
+}
+
 /* Collective: one column (keys: this rank's nloc (value, row) pairs,
  * consumed): sort, PITs, statistics, QQ table, PITs to rank 0.  0, 1 or 2
  * (agreed, err). */
@@ -196,7 +204,8 @@ static int dist_column(MPI_Comm comm, const ghf_gof_input *in, ghf_sortkey *keys
     if (s) snprintf(err, errlen, "gof: out of memory for %zu sorted values", m);
     for (size_t i = 0; !s && i < m; i++) xs[i] = keys[i].x;
     double e = 0.0;
-    if (!s && ghf_gof_pit_dist(comm, xs, m, off, n, f, ctx, in->nexact, in->nknots, u, &e)) {
+    const ghf_gof_cdf_fn fp = ghf_test_fail("gofcdf", NULL, 0) ? failing_cdf : f;
+    if (!s && ghf_gof_pit_dist(comm, xs, m, off, n, fp, ctx, in->nexact, in->nknots, u, &e)) {
         if (radial) snprintf(err, errlen, "gof: the radial cdf failed");
         else snprintf(err, errlen, "gof: the cdf of margin %d failed", col);
         s = 1;
