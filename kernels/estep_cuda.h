@@ -126,11 +126,13 @@ cudaError_t ghf__cu_estep_fused(const double *xt, const float *xt32, const doubl
  * parameter block from global memory (no ghf__cu_pb_to_const).
  * ghf__cu_wide_smem: the dynamic shared memory per block (0: d out of
  * range); ghf__cu_wide_prepare: once, before the first launch at this d
- * (raises the kernels' shared-memory limit; fails if the device has less). */
+ * (raises the kernels' shared-memory limit; cudaErrorInvalidValue, nothing
+ * changed, when d is out of range or the dynamic plus a kernel's static
+ * shared memory exceeds optin, the device's opt-in limit per block). */
 #define GHF_CUDA_WIDE_DMAX 128
 #define GHF_CU_WIDE_TPB 256
 size_t ghf__cu_wide_smem(int d);
-cudaError_t ghf__cu_wide_prepare(int d);
+cudaError_t ghf__cu_wide_prepare(int d, int optin);
 cudaError_t ghf__cu_qmax_wide(const double *xt, const float *xt32, int64_t n, int d, const double *pb, int grid,
                               double *qpart, cudaStream_t s);
 cudaError_t ghf__cu_estep_wide(const double *xt, const float *xt32, const double *wt, int64_t n, int d,

@@ -114,33 +114,23 @@ __device__ __forceinline__ double warp_max(double v)
     return v;
 }
 
-/* Block-wide max of v (all threads get it); blockDim.x a multiple of 32, <= 1024. */
-static __device__ double block_max(double v)
+/* Block-wide max (MAX) or sum of v in a fixed order (all threads get it);
+ * blockDim.x a multiple of 32, <= 1024. */
+template <bool MAX>
+static __device__ double block_reduce(double v)
 {
     __shared__ double s[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
+    v = MAX ? warp_max(v) : warp_sum(v);
     __syncthreads();
     if (lane == 0) s[warp] = v;
     __syncthreads();
     double m = s[0];
-    for (int w = 1; w < nw; w++) m = fmax(m, s[w]);
+    for (int w = 1; w < nw; w++) m = MAX ? fmax(m, s[w]) : m + s[w];
     return m;
 }
-
-/* Block-wide sum in a fixed order (all threads get it). */
-static __device__ double block_sum(double v)
-{
-    __shared__ double s[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) s[warp] = v;
-    __syncthreads();
-    double m = s[0];
-    for (int w = 1; w < nw; w++) m += s[w];
-    return m;
-}
+static __device__ __forceinline__ double block_max(double v) { return block_reduce<true>(v); }
+static __device__ __forceinline__ double block_sum(double v) { return block_reduce<false>(v); }
 
 /* Per-block partials of the row kernels: each warp puts the warp sums of
  * its lanes' running sums acc[0..N-1] into its row of s_red (entries 0..N-1) ... */

@@ -42,6 +42,13 @@ static constexpr int wide_minb(int nt) { return nt <= 8 ? 2 : 1; }
 static_assert(GHF_CU_WIDE_ROWS == 64, "phase C gives one row to each of the first 64 threads");
 static_assert(GHF_CU_WIDE_TPB >= GHF_CUDA_WIDE_DMAX, "phase D gives one s5 column to each of the first d threads");
 
+/* Doubles of shared memory per block for NT tiles per side (wide_shape<NT>::LEN). */
+static constexpr int wide_len(int nt)
+{
+    return GHF_CU_WIDE_ROWS * (8 * nt + 4) + (nt * (nt + 1) / 2) * 65 + 3 * 8 * nt + 3 * GHF_CU_WIDE_ROWS +
+           2 * GHF_CU_NSCAL;
+}
+
 /* Shared-memory layout (in doubles) for NT = ceil(d / 8) tiles per side. */
 template <int NT> struct wide_shape {
     static constexpr int DP = 8 * NT;                     /* padded dimension */
@@ -59,6 +66,7 @@ template <int NT> struct wide_shape {
     static constexpr int RED = U + GHF_CU_WIDE_ROWS;      /* [2][NSCAL] scalar sums of warps 0, 1 */
     static constexpr int TILE = RED + 2 * GHF_CU_NSCAL;   /* int2 [NLT]: (8 t0, 8 t1) of s6 tile t */
     static constexpr int LEN = TILE + NLT;
+    static_assert(LEN == wide_len(NT), "wide_len() must match the layout");
 };
 
 /* Row-major index of the lower-triangle tile row holding linear tile t. */
@@ -100,16 +108,34 @@ __device__ void wide_setup(const double *__restrict__ pb, int d, double *sm)
 }
 
 /* Phase A: rows base .. base+63 of the shard into the x tile (rows past n
- * as zeros).  Thread e reads row e % 64 of column e / 64: coalesced. */
+ * as zeros).  Thread tid reads row tid % 64 of columns tid / 64 + 4 m (a warp:
+ * 32 consecutive rows of one column, coalesced), WIDE_LB loads in flight per
+ * thread before their stores (one block per SM above NT = 8: one load at a
+ * time would leave the memory system idle). */
+#define GHF_CU_WIDE_LB 8
 template <int NT, typename T>
 __device__ __forceinline__ void wide_load(const T *__restrict__ xt, int64_t n, int d, int64_t base, double *sm)
 {
     using S = wide_shape<NT>;
+    constexpr int CS = GHF_CU_WIDE_TPB / GHF_CU_WIDE_ROWS; /* column stride: 4 */
+    static_assert(GHF_CU_WIDE_TPB % GHF_CU_WIDE_ROWS == 0, "whole columns per pass");
     const double *shift = sm + S::SH;
-    for (int e = threadIdx.x; e < GHF_CU_WIDE_ROWS * d; e += blockDim.x) {
-        const int j = e / GHF_CU_WIDE_ROWS, i = e - j * GHF_CU_WIDE_ROWS;
-        const int64_t r = base + i;
-        sm[S::X + i * S::LDX + j] = r < n ? load_x(xt, (int64_t)j * n + r, shift, j) : 0.0;
+    const int i = threadIdx.x % GHF_CU_WIDE_ROWS, j0 = threadIdx.x / GHF_CU_WIDE_ROWS;
+    const int64_t r = base + i;
+    double *dst = sm + S::X + i * S::LDX;
+    const bool in = r < n;
+    for (int jb = j0; jb < d; jb += CS * GHF_CU_WIDE_LB) {
+        double v[GHF_CU_WIDE_LB];
+#pragma unroll
+        for (int k = 0; k < GHF_CU_WIDE_LB; k++) {
+            const int j = jb + CS * k;
+            v[k] = (in && j < d) ? load_x(xt, (int64_t)j * n + r, shift, j) : 0.0;
+        }
+#pragma unroll
+        for (int k = 0; k < GHF_CU_WIDE_LB; k++) {
+            const int j = jb + CS * k;
+            if (j < d) dst[j] = v[k];
+        }
     }
 }
 
@@ -303,42 +329,31 @@ static int wide_nt(int d) { return (d + 7) / 8; }
 extern "C" size_t ghf__cu_wide_smem(int d)
 {
     if (d <= GHF_CUDA_FUSED_DMAX || d > GHF_CUDA_WIDE_DMAX) return 0;
-    size_t len = 0;
-#define SMEM_CALL(NT) len = (size_t)wide_shape<NT>::LEN
-    switch (wide_nt(d)) {
-    case 2: SMEM_CALL(2); break;
-    case 3: SMEM_CALL(3); break;
-    case 4: SMEM_CALL(4); break;
-    case 5: SMEM_CALL(5); break;
-    case 6: SMEM_CALL(6); break;
-    case 7: SMEM_CALL(7); break;
-    case 8: SMEM_CALL(8); break;
-    case 9: SMEM_CALL(9); break;
-    case 10: SMEM_CALL(10); break;
-    case 11: SMEM_CALL(11); break;
-    case 12: SMEM_CALL(12); break;
-    case 13: SMEM_CALL(13); break;
-    case 14: SMEM_CALL(14); break;
-    case 15: SMEM_CALL(15); break;
-    case 16: SMEM_CALL(16); break;
-    default: return 0;
-    }
-#undef SMEM_CALL
-    return len * sizeof(double);
+    return (size_t)wide_len(wide_nt(d)) * sizeof(double);
 }
 
-extern "C" cudaError_t ghf__cu_wide_prepare(int d)
+/* The dynamic shared memory limit of kernel k raised to bytes, if its static
+ * shared memory (k_qmax_wide: block_max's) fits beside it under optin. */
+template <typename K> static cudaError_t wide_smem_limit(K k, size_t bytes, int optin)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k);
+    if (e != cudaSuccess) return e;
+    if (bytes + fa.sharedSizeBytes > (size_t)optin) return cudaErrorInvalidValue;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+extern "C" cudaError_t ghf__cu_wide_prepare(int d, int optin)
 {
     const size_t bytes = ghf__cu_wide_smem(d);
-    if (bytes == 0) return cudaErrorInvalidValue;
+    if (bytes == 0 || bytes > (size_t)optin) return cudaErrorInvalidValue;
     cudaError_t e = cudaSuccess;
-#define PREP_CALL(NT)                                                                                          \
-    do {                                                                                                       \
-        const cudaFuncAttribute at = cudaFuncAttributeMaxDynamicSharedMemorySize;                              \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_estep_wide<NT, double>, at, (int)bytes);              \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_estep_wide<NT, float>, at, (int)bytes);               \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_qmax_wide<NT, double>, at, (int)bytes);               \
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_qmax_wide<NT, float>, at, (int)bytes);                \
+#define PREP_CALL(NT)                                                                     \
+    do {                                                                                  \
+        if (e == cudaSuccess) e = wide_smem_limit(k_estep_wide<NT, double>, bytes, optin); \
+        if (e == cudaSuccess) e = wide_smem_limit(k_estep_wide<NT, float>, bytes, optin);  \
+        if (e == cudaSuccess) e = wide_smem_limit(k_qmax_wide<NT, double>, bytes, optin);  \
+        if (e == cudaSuccess) e = wide_smem_limit(k_qmax_wide<NT, float>, bytes, optin);   \
     } while (0)
     GHF_CU_WIDE_DISPATCH(wide_nt(d), PREP_CALL)
 #undef PREP_CALL

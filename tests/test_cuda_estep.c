@@ -23,7 +23,8 @@
  *   - float32 storage (opts x32 + shift): the statistics of the float32 shard
  *     equal those of the float64 shard of the same centred numbers to 1e-12
  *     (bitwise expected: the kernels widen to the same doubles), on the fused
- *     and the cuBLAS path, and the wide kernel at 12 < d <= 128, weighted too.
+ *     and the cuBLAS path, and the wide kernel at 12 < d <= 128 (exact
+ *     z-range), weighted too.
  * Run with any number of ranks; with np > 1 the last rank holds no rows. */
 #include <math.h>
 #include <stdio.h>
@@ -470,8 +471,14 @@ static void test_weights_f32(int d, int64_t n, int size)
         if (path == 2 && !(d > GHF_CUDA_FUSED_DMAX && d <= GHF_CUDA_WIDE_DMAX)) continue;
         ghf_cuda_opts of = o;
         of.reduce = GHF_CUDA_REDUCE_MPI;
-        if (path == 1) of.fused_dmax = 0;
-        if (path == 2) of.wide = 1;
+        if (path == 1) { /* the cuBLAS path, whatever GHFIT_CUDA_WIDE says */
+            of.fused_dmax = 0;
+            of.wide = 0;
+        }
+        if (path == 2) {
+            of.wide = 1;
+            of.zrange = 0; /* the plan's exact z-range: k_qmax_wide on the float32 shard too */
+        }
         ghf_backend *db = make_cuda(&pb, &of);
         ghf_cuda_opts o32 = of;
         o32.x32 = x32;

@@ -686,13 +686,16 @@ static int setup_local(cuda_impl *im, const double *x, int prefail, char *err, s
     for (int i = 0; i < 3; i++) CU(cudaEventCreate(&im->ev[i]));
 
     im->fused = d <= im->o.fused_dmax && d <= GHF_CUDA_FUSED_DMAX;
-    if (!im->fused && im->o.wide > 0 && cc_major >= 8 && d <= GHF_CUDA_WIDE_DMAX) {
+    /* ghf__cu_wide_smem(d) > 0: GHF_CUDA_FUSED_DMAX < d <= GHF_CUDA_WIDE_DMAX (a lowered
+     * fused_dmax leaves d <= GHF_CUDA_FUSED_DMAX to the cuBLAS path, which the wide kernel
+     * does not cover) */
+    if (!im->fused && im->o.wide > 0 && cc_major >= 8 && ghf__cu_wide_smem(d) > 0) {
         int optin = 0;
         CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, im->dev));
-        if ((size_t)optin >= ghf__cu_wide_smem(d)) {
-            CU(ghf__cu_wide_prepare(d));
+        if (ghf__cu_wide_prepare(d, optin) == cudaSuccess)
             im->wide = 1;
-        }
+        else
+            (void)cudaGetLastError(); /* too little shared memory on this device: the cuBLAS path */
     }
     im->onepass = im->fused || im->wide;
     if (!im->onepass && n > INT_MAX) {

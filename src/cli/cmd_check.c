@@ -4,7 +4,9 @@
  * the data set (shape, type, a sample of rows), the outputs and the
  * checkpoint (nothing is created, no lock is taken), the fits a sweep
  * expands to, the groups, the backends and the memory per rank.  The checks
- * are the run's own functions, in the run's order, with its messages. */
+ * are the run's own functions, in the run's order, with its messages.
+ * `ghfit check eval|gof|sample|risk` is check_post.c; this file holds the
+ * report's lines and sample checks that both share. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include "iocheck.h"
 #include "job.h"
 #include "pipeline.h"
+#include "postcmd.h"
 #include "resume.h"
 #include "util.h"
 
@@ -36,11 +39,12 @@ typedef struct check {
     char err[1024];
 } check;
 
-static void check_usage(FILE *f)
+void ghf__check_usage(FILE *f)
 {
     fprintf(f,
             "usage: ghfit check [--ranks P] fit ARGS...        (the arguments of ghfit fit)\n"
             "       ghfit check [--ranks P] run JOB.yaml [overrides]\n"
+            "       ghfit check eval|gof|sample|risk ARGS...   (the arguments of that command)\n"
             "  Checks, in seconds and without fitting, what the same `ghfit fit|run` would check\n"
             "  before it fits, and more: the options and the job file; the data set, its shape and\n"
             "  type, and a sample of its rows (all of a window of at most %d rows, else 512 rows in\n"
@@ -49,10 +53,29 @@ static void check_usage(FILE *f)
             "  running ghfit; with --resume, that the checkpoint belongs to this run); the backend\n"
             "  against this binary (%s); the fits a sweep expands to, the groups on P ranks, and\n"
             "  the memory per rank.  Creates nothing.  Run it as one process (not under mpirun).\n"
+            "  For eval, gof, sample and risk: the options; the fit of --model (the file, a ghfit\n"
+            "  result, the fit named or the only one, a usable law); --data (shape, type, the fit's\n"
+            "  dimension, a sample of rows as above) or risk's --portfolios; the output; without\n"
+            "  scoring, drawing or computing anything.\n"
             "  --ranks P   the ranks the run will use (default: $SLURM_NTASKS, else 1)\n"
             "exit status: 0 the run would start (warnings on stderr), 2 it would not\n"
             "(one 'ghfit: error:' line, as the run would print it).\n",
             GHF_SAMPLE_ALL_ROWS, ghf_backends_compiled());
+}
+
+static void vline(const char *key, const char *fmt, va_list ap)
+{
+    printf("  %-11s ", key);
+    vprintf(fmt, ap);
+    putchar('\n');
+}
+
+void ghf__check_line(const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline(key, fmt, ap);
+    va_end(ap);
 }
 
 static void line(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -60,10 +83,51 @@ static void line(const char *key, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    printf("  %-11s ", key);
-    vprintf(fmt, ap);
-    putchar('\n');
+    vline(key, fmt, ap);
     va_end(ap);
+}
+
+void ghf__check_output_line(const char *out)
+{
+    struct stat sb;
+    line("output", "%s: %s", out,
+         stat(out, &sb) == 0 ? "an earlier result of ghfit, to be replaced" : "a new file; its directory is writable");
+}
+
+void ghf__check_sample_line(const ghf_h5_sample *s, const char *bad_note)
+{
+    char how[160], found[400] = "all finite";
+    if (s->all) snprintf(how, sizeof how, "all %lld rows", (long long)s->n_read);
+    else
+        snprintf(how, sizeof how, "%lld of %lld rows, %d blocks of %d spread over them", (long long)s->n_read,
+                 (long long)s->len, s->n_blocks, s->block_rows);
+    if (s->n_bad > 0)
+        snprintf(found, sizeof found, "%lld row%s with non-finite values (first at row %lld)%s", (long long)s->n_bad,
+                 s->n_bad == 1 ? "" : "s", (long long)s->first_bad, bad_note);
+    line("sample", "%s (%s, %s): %s", how, s->type, s->layout, found);
+}
+
+int ghf__check_nonfinite(const char *file, const char *dataset, const ghf_h5_sample *s, int drop, char *err,
+                         size_t errlen)
+{
+    if (s->n_bad > 0 && !drop) {
+        if (s->all) /* every row read: the reader's own message */
+            snprintf(err, errlen,
+                     "%s:%s: %lld %s non-finite values (first at row %lld); use --drop-nonfinite to skip them", file,
+                     dataset, (long long)s->n_bad, s->n_bad == 1 ? "row contains" : "rows contain",
+                     (long long)s->first_bad);
+        else
+            snprintf(err, errlen,
+                     "%s:%s: %lld of %lld sampled rows contain non-finite values (first at row %lld); use "
+                     "--drop-nonfinite to skip them", file, dataset, (long long)s->n_bad, (long long)s->n_read,
+                     (long long)s->first_bad);
+        return GHF_EXIT_USAGE;
+    }
+    if (drop && s->all && s->n_bad > 0 && s->n_bad == s->n_read) {
+        snprintf(err, errlen, "%s:%s: all %lld rows contain non-finite values", file, dataset, (long long)s->n_read);
+        return GHF_EXIT_USAGE;
+    }
+    return 0;
 }
 
 static const char *bytes(double b, char *buf, size_t len)
@@ -100,9 +164,7 @@ static int step_files(check *c)
     line("data", "%s:%s: %lld rows x %d columns%s%s", j->data_file, j->dataset, (long long)c->n_rows, c->d,
          file[0] && !ghf_same_file(file, j->data_file) ? ", held in " : "",
          file[0] && !ghf_same_file(file, j->data_file) ? file : "");
-    struct stat sb;
-    line("output", "%s: %s", j->out,
-         stat(j->out, &sb) == 0 ? "an earlier result of ghfit, to be replaced" : "a new file; its directory is writable");
+    ghf__check_output_line(j->out);
     return 0;
 }
 
@@ -166,40 +228,15 @@ static int step_sample(check *c)
     ghf_h5_sample *s = &c->sample;
     int st = ghf_h5_sample_rows(j->data_file, j->dataset, j->rows_start, j->rows_len, s, c->err, sizeof c->err);
     if (st) return st;
-    char how[160], found[400] = "all finite";
-    if (s->all) snprintf(how, sizeof how, "all %lld rows", (long long)s->n_read);
-    else
-        snprintf(how, sizeof how, "%lld of %lld rows, %d blocks of %d spread over them", (long long)s->n_read,
-                 (long long)s->len, s->n_blocks, s->block_rows);
     const int fit = c->mode == GHF_PIPE_FIT;
-    if (s->n_bad > 0) {
-        snprintf(found, sizeof found, "%lld row%s with non-finite values (first at row %lld)%s", (long long)s->n_bad,
-                 s->n_bad == 1 ? "" : "s", (long long)s->first_bad, j->drop_nonfinite ? ", to be dropped" : "");
-        if (fit && !j->drop_nonfinite) {
-            if (s->all)
-                snprintf(c->err, sizeof c->err,
-                         "%s:%s: %lld %s non-finite values (first at row %lld); use --drop-nonfinite to skip them",
-                         j->data_file, j->dataset, (long long)s->n_bad, s->n_bad == 1 ? "row contains" : "rows contain",
-                         (long long)s->first_bad);
-            else
-                snprintf(c->err, sizeof c->err,
-                         "%s:%s: %lld of %lld sampled rows contain non-finite values (first at row %lld); use "
-                         "--drop-nonfinite to skip them", j->data_file, j->dataset, (long long)s->n_bad,
-                         (long long)s->n_read, (long long)s->first_bad);
-            return GHF_EXIT_USAGE;
-        }
-        if (fit && s->all && s->n_bad == s->n_read) {
-            snprintf(c->err, sizeof c->err, "%s:%s: all %lld rows contain non-finite values", j->data_file, j->dataset,
-                     (long long)s->n_read);
-            return GHF_EXIT_USAGE;
-        }
-    }
+    if (fit && (st = ghf__check_nonfinite(j->data_file, j->dataset, s, j->drop_nonfinite, c->err, sizeof c->err)))
+        return st;
     if (fit && s->all && s->const_col >= 0) {
         snprintf(c->err, sizeof c->err, "%s:%s: column %d is constant: the covariance is singular", j->data_file,
                  j->dataset, s->const_col);
         return GHF_EXIT_USAGE;
     }
-    line("sample", "%s (%s, %s): %s", how, s->type, s->layout, found);
+    ghf__check_sample_line(s, j->drop_nonfinite ? ", to be dropped" : "");
     if (!fit && s->n_bad > 0 && !j->drop_nonfinite)
         ghf_warning0("%s:%s: %lld %srow%s non-finite values (first at row %lld): the fits of the windows that "
                      "hold them will fail (status 'failed: ...', exit status 3); data.drop_nonfinite: true skips such "
@@ -272,7 +309,15 @@ static void step_memory(check *c)
          span > 0 ? bytes(span, e, sizeof e) : "", span > 0 ? ")" : "");
 }
 
-/* check's own options before fit|run; the index of fit|run, or -1 (help), or -2 (error). */
+#define CHECK_CMDS "fit|run|eval|gof|sample|risk"
+
+/* 1 if cmd is one of the commands that use a fit (postcmd.h) */
+static int post_command(const char *cmd)
+{
+    return !strcmp(cmd, "eval") || !strcmp(cmd, "gof") || !strcmp(cmd, "sample") || !strcmp(cmd, "risk");
+}
+
+/* check's own options before the command; the index of the command, or -1 (help), or -2 (error). */
 static int own_options(check *c, int argc, char **argv)
 {
     c->ranks = 1;
@@ -289,7 +334,7 @@ static int own_options(check *c, int argc, char **argv)
         const char *v = !strcmp(argv[i], "--ranks") ? (i + 1 < argc ? argv[++i] : "")
                         : !strncmp(argv[i], "--ranks=", 8) ? argv[i] + 8 : NULL;
         if (!v) {
-            ghf_error0("check: unknown option '%s' (usage: ghfit check [--ranks P] fit|run ARGS...)", argv[i]);
+            ghf_error0("check: unknown option '%s' (usage: ghfit check [--ranks P] " CHECK_CMDS " ARGS...)", argv[i]);
             return -2;
         }
         if (ghf_parse_int(v, &c->ranks) || c->ranks < 1) {
@@ -298,9 +343,9 @@ static int own_options(check *c, int argc, char **argv)
         }
         c->ranks_from = "--ranks";
     }
-    if (i >= argc || (strcmp(argv[i], "fit") && strcmp(argv[i], "run"))) {
-        ghf_error0("check: expected fit or run%s%s (usage: ghfit check [--ranks P] fit|run ARGS...)",
-                   i < argc ? ", not " : "", i < argc ? argv[i] : "");
+    if (i >= argc || (strcmp(argv[i], "fit") && strcmp(argv[i], "run") && !post_command(argv[i]))) {
+        ghf_error0("check: expected fit, run, eval, gof, sample or risk%s%s (usage: ghfit check [--ranks P] "
+                   CHECK_CMDS " ARGS...)", i < argc ? ", not " : "", i < argc ? argv[i] : "");
         return -2;
     }
     c->mode = strcmp(argv[i], "fit") ? GHF_PIPE_RUN : GHF_PIPE_FIT;
@@ -316,15 +361,17 @@ int ghf_cmd_check(int argc, char **argv)
     ghf_job_defaults(&c.job);
     const int i = own_options(&c, argc, argv);
     if (i < 0) {
-        if (i == -1) check_usage(stdout);
+        if (i == -1) ghf__check_usage(stdout);
         ghf_job_free(&c.job);
         return i == -1 ? GHF_EXIT_OK : GHF_EXIT_USAGE;
     }
     ghf_job_free(&c.job); /* the command builds it afresh */
     printf("ghfit check (%s): %s\n", GHFIT_VERSION, ghf_command_line());
+    if (post_command(argv[i]))
+        return ghf__check_post(argc - i, argv + i, c.ranks, (double)t0.tv_sec + 1e-9 * (double)t0.tv_nsec);
     int st = step_options(&c, argc - i, argv + i);
     if (st < 0) {
-        check_usage(stdout);
+        ghf__check_usage(stdout);
         st = GHF_EXIT_OK;
     } else if (!st) {
         st = step_files(&c);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "postcmd.h"
 #include "score.h"
 #include "util.h"
 
@@ -25,13 +26,12 @@ static void eval_usage(FILE *f)
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
-int ghf_cmd_eval(int argc, char **argv)
+int ghf_eval_parse(int argc, char **argv, ghf_eval_args *a)
 {
-    int rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const char *model = NULL, *backend = "auto";
-    ghf_eval_opts o = {NULL, NULL, NULL, "/X", NULL, NULL};
-    int quiet = 0;
+    memset(a, 0, sizeof *a);
+    a->o.dataset = "/X";
+    a->o.backend = "auto";
+    ghf_eval_opts *o = &a->o;
     enum { O_MODEL = 256, O_DATA, O_DATASET, O_OUT, O_BACKEND, O_QUIET, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"data", required_argument, 0, O_DATA},
@@ -43,45 +43,57 @@ int ghf_cmd_eval(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case O_MODEL: model = optarg; break;
-        case O_DATA: o.data = optarg; break;
-        case O_DATASET: o.dataset = optarg; break;
-        case O_OUT: o.out = optarg; break;
-        case O_BACKEND: backend = optarg; break;
-        case O_QUIET: quiet = 1; break;
-        case O_HELP:
-            if (rank == 0) eval_usage(stdout);
-            return GHF_EXIT_OK;
+        case O_MODEL: a->model = optarg; break;
+        case O_DATA: o->data = optarg; break;
+        case O_DATASET: o->dataset = optarg; break;
+        case O_OUT: o->out = optarg; break;
+        case O_BACKEND: o->backend = optarg; break;
+        case O_QUIET: a->quiet = 1; break;
+        case O_HELP: return -1;
         default:
             ghf_error0("eval: unknown or incomplete option '%s' (see ghfit eval --help)", argv[optind - 1]);
             return GHF_EXIT_USAGE;
         }
     }
     if (optind < argc) { ghf_error0("eval: unexpected argument '%s'", argv[optind]); return GHF_EXIT_USAGE; }
-    if (!model) { ghf_error0("eval: --model is required (RESULT.h5[:/fits/NAME])"); return GHF_EXIT_USAGE; }
-    if (!o.data) { ghf_error0("eval: --data is required"); return GHF_EXIT_USAGE; }
-    if (!o.out) { ghf_error0("eval: --out is required"); return GHF_EXIT_USAGE; }
-    if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
-        ghf_error0("--backend: '%s' is not auto, cpu or cuda", backend);
+    if (!a->model) { ghf_error0("eval: --model is required (RESULT.h5[:/fits/NAME])"); return GHF_EXIT_USAGE; }
+    if (!o->data) { ghf_error0("eval: --data is required"); return GHF_EXIT_USAGE; }
+    if (!o->out) { ghf_error0("eval: --out is required"); return GHF_EXIT_USAGE; }
+    if (strcmp(o->backend, "auto") && strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) {
+        ghf_error0("--backend: '%s' is not auto, cpu or cuda", o->backend);
         return GHF_EXIT_USAGE;
     }
+    return 0;
+}
+
+int ghf_cmd_eval(int argc, char **argv)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    ghf_eval_args a;
+    int st = ghf_eval_parse(argc, argv, &a);
+    if (st < 0) {
+        if (rank == 0) eval_usage(stdout);
+        return GHF_EXIT_OK;
+    }
+    if (st) return st;
+    ghf_eval_opts o = a.o;
     char file[4096], name[64], err[2048] = "";
-    int st = ghf_model_ref_parse(model, file, sizeof file, name, sizeof name, err, sizeof err);
+    st = ghf_model_ref_parse(a.model, file, sizeof file, name, sizeof name, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);
         return st;
     }
-    if (!strcmp(backend, "cuda") && !quiet) ghf_note0("eval runs on the CPU (--backend cuda is not used by eval)");
+    if (!strcmp(o.backend, "cuda") && !a.quiet) ghf_note0("eval runs on the CPU (--backend cuda is not used by eval)");
     o.model_file = file;
     o.fit_name = name;
-    o.backend = backend;
     ghf_eval_result res;
     st = ghf_eval_run(MPI_COMM_WORLD, &o, &res, err, sizeof err);
     if (st) {
         ghf_error0("%s", err);
         return st;
     }
-    if (!quiet)
+    if (!a.quiet)
         ghf_print0("wrote %s: %lld rows scored under %s:/fits/%s (%s, d = %d): loglik %.10g over %lld finite rows "
                    "(mean %.6g), %lld flagged; read %.3f s, eval %.3f s, write %.3f s\n",
                    o.out, (long long)res.n_rows, file, res.fit_name, res.family, res.d, res.loglik,

@@ -23,20 +23,11 @@
 #include "gofdist.h"
 #include "h5io.h"
 #include "iocheck.h"
+#include "postcmd.h"
 #include "score.h"
 #include "util.h"
 
 #define GOF_PIT_MAX 2000000 /* /margins/pit and /radial/pit are written when n * (d + 1) is at most this */
-
-typedef struct gof_opts {
-    const char *model, *data, *dataset, *out;
-    int Q, drop, quiet;
-    int64_t nexact, nknots;
-    int B;          /* --bootstrap (0: none) */
-    int64_t seed;   /* --seed */
-    double tol;     /* --tol: the refits' EM tolerance */
-    int max_iter;   /* --max-iter */
-} gof_opts;
 
 static void gof_usage(FILE *f)
 {
@@ -62,8 +53,9 @@ static void gof_usage(FILE *f)
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
-static int gof_parse(int argc, char **argv, gof_opts *o, int rank)
+int ghf_gof_parse(int argc, char **argv, ghf_gof_opts *o)
 {
+    *o = (ghf_gof_opts){NULL, NULL, "/X", NULL, 200, 0, 0, 20000, 4096, 0, 1, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER};
     enum { O_MODEL = 256, O_DATA, O_DATASET, O_OUT, O_QQ, O_DROP, O_EXACT, O_KNOTS, O_QUIET, O_HELP, O_BOOT, O_SEED,
            O_TOL, O_MAXIT };
     static const struct option opts[] = {
@@ -128,9 +120,7 @@ static int gof_parse(int argc, char **argv, gof_opts *o, int rank)
             }
             break;
         case O_QUIET: o->quiet = 1; break;
-        case O_HELP:
-            if (rank == 0) gof_usage(stdout);
-            return -1;
+        case O_HELP: return -1;
         default:
             ghf_error0("gof: unknown or incomplete option '%s' (see ghfit gof --help)", argv[optind - 1]);
             return GHF_EXIT_USAGE;
@@ -143,13 +133,38 @@ static int gof_parse(int argc, char **argv, gof_opts *o, int rank)
     return 0;
 }
 
+ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks)
+{
+    const ghf_io_plan plan = {.data = o->data, .dataset = o->dataset, .win_len = -1, .n_ranks = n_ranks,
+                              .out = o->out, .out_kind = GHF_PATH_RESULT, .model = file};
+    return plan;
+}
+
+int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen)
+{
+    if (ranks < 1) ranks = 1;
+    if ((n + ranks - 1) / ranks < INT_MAX) return 0;
+    snprintf(err, errlen,
+             "gof: %lld rows on %d rank%s: each rank sorts its share of every column, fewer than 2^31 values "
+             "(MPI counts); use at least %lld ranks",
+             (long long)n, ranks, ranks == 1 ? "" : "s", (long long)(n / INT_MAX + 1));
+    return 2;
+}
+
+int ghf_gof_min_rows(const ghf_gof_opts *o, int64_t n, char *err, size_t errlen)
+{
+    if (n >= 2) return 0;
+    snprintf(err, errlen, "%s:%s: %lld finite rows; gof needs at least 2", o->data, o->dataset, (long long)n);
+    return 2;
+}
+
 static void gof_progress(const char *what, int done, int total)
 {
     ghf_note0("gof: %s %d/%d done", what, done, total);
 }
 
 /* Rank 0: the file.  0 or 1. */
-static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const ghf_gof_result *r,
+static int gof_write(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const ghf_gof_result *r,
                      const ghf_gof_boot *bt, int64_t n_dropped, int size, char *err, size_t errlen)
 {
     const int64_t d = law->d, Q = in->Q, n = (int64_t)in->n;
@@ -197,13 +212,13 @@ static int gof_write(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_in
 /* Collective: the observed statistics into r from the ranks' rows x (nloc
  * each; r is complete on every rank but the PITs: rank 0 only).  0, 1 or 2
  * (agreed). */
-static int gof_observe(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const double *x,
+static int gof_observe(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const double *x,
                        size_t nloc, ghf_gof_result *r, char *err, size_t errlen)
 {
-    if (in->n < 2) {
-        snprintf(err, errlen, "%s:%s: %lld finite rows; gof needs at least 2", o->data, o->dataset, (long long)in->n);
-        return 2;
-    }
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (ghf_gof_min_rows(o, (int64_t)in->n, err, errlen)) return 2;
+    if (ghf_gof_rows_check((int64_t)in->n, size, err, errlen)) return 2;
     int st = ghf_gof_compute_dist(MPI_COMM_WORLD, in, x, nloc, r, err, errlen);
     if (st == 2 && strncmp(err, "the fit's", 9) == 0) {
         char e2[1024];
@@ -214,7 +229,7 @@ static int gof_observe(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_
 }
 
 /* Rank 0: write and say so.  0 or 1. */
-static int gof_finish(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const ghf_gof_result *r,
+static int gof_finish(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const ghf_gof_result *r,
                       const ghf_gof_boot *bt, int64_t n_dropped, int size, double secs, char *err, size_t errlen)
 {
     const int st = gof_write(o, law, in, r, bt, n_dropped, size, err, errlen);
@@ -243,7 +258,7 @@ static int gof_finish(const gof_opts *o, const ghf_fit_law *law, const ghf_gof_i
 
 /* Collective: the observed statistics from the ranks' shards, the
  * bootstrap, the file.  The exit status (agreed). */
-static int gof_run(const gof_opts *o, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, char *err,
+static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, char *err,
                    size_t errlen)
 {
     int64_t n_all = 0;
@@ -285,8 +300,9 @@ int ghf_cmd_gof(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    gof_opts o = {NULL, NULL, "/X", NULL, 200, 0, 0, 20000, 4096, 0, 1, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER};
-    int st = gof_parse(argc, argv, &o, rank);
+    ghf_gof_opts o;
+    int st = ghf_gof_parse(argc, argv, &o);
+    if (st < 0 && rank == 0) gof_usage(stdout);
     if (st) return st < 0 ? GHF_EXIT_OK : st;
     char file[4096], name[64], err[8192] = "";
     if ((st = ghf_model_ref_parse(o.model, file, sizeof file, name, sizeof name, err, sizeof err))) {
@@ -300,16 +316,11 @@ int ghf_cmd_gof(int argc, char **argv)
         ghf_error0("%s", err);
         return st;
     }
-    const ghf_io_plan plan = {.data = o.data, .dataset = o.dataset, .win_len = -1, .n_ranks = size, .out = o.out,
-                              .out_kind = GHF_PATH_RESULT, .model = file};
+    const ghf_io_plan plan = ghf_gof_plan(&o, file, size);
     int64_t n = 0;
     int d = 0;
     st = ghf_io_check(MPI_COMM_WORLD, &plan, &n, &d, err, sizeof err);
-    if (!st && d != law.d) {
-        snprintf(err, sizeof err, "%.1000s:%.200s: %d columns, but the fit %s of %.1000s has dimension %d", o.data, o.dataset, d,
-                 law.name, file, law.d);
-        st = 2;
-    }
+    if (!st) st = ghf_law_dim_check(o.data, o.dataset, d, &law, file, err, sizeof err);
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);
     if (!st) {

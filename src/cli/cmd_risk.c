@@ -12,27 +12,12 @@
 #include "family.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "postcmd.h"
 #include "risk.h"
 #include "uni1d.h"
 #include "util.h"
 
 #define RISK_MAX_ALPHA GHF_RISK_MAX_ALPHA
-
-typedef struct risk_opts {
-    char model[4096], fit[256], wfile[4096], wdset[1024];
-    const char *out;
-    int has_fit, K;
-    double alpha[RISK_MAX_ALPHA];
-} risk_opts;
-
-/* what rank 0 learns and every rank needs */
-typedef struct risk_model {
-    char family[16];
-    int d, gauss;
-    int64_t P;
-    double p, a, b;
-    double *mu, *gamma, *sigma;
-} risk_model;
 
 static void risk_usage(FILE *f)
 {
@@ -67,7 +52,7 @@ static int split_spec(const char *s, char *path, size_t plen, char *suf, size_t 
     return 0;
 }
 
-static int parse_alpha(const char *s, risk_opts *o)
+static int parse_alpha(const char *s, ghf_risk_opts *o)
 {
     char buf[8192];
     snprintf(buf, sizeof buf, "%s", s);
@@ -91,8 +76,7 @@ static int parse_alpha(const char *s, risk_opts *o)
     return 0;
 }
 
-/* 0, -1 for --help, or an exit status (one line printed) */
-static int risk_parse(int argc, char **argv, risk_opts *o)
+int ghf_risk_parse(int argc, char **argv, ghf_risk_opts *o)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"portfolios", required_argument, 0, 'w'},
                                          {"alpha", required_argument, 0, 'a'},  {"out", required_argument, 0, 'o'},
@@ -140,7 +124,7 @@ static int risk_parse(int argc, char **argv, risk_opts *o)
 }
 
 /* Rank 0: which fit (the only one, or the named one among /summary's rows) */
-static int choose_fit(risk_opts *o, char *err, size_t errlen)
+static int choose_fit(ghf_risk_opts *o, char *err, size_t errlen)
 {
     ghf_fit_summary *rows = NULL;
     int n = 0, st = ghf_h5_read_fit_summary(o->model, &rows, &n, err, errlen);
@@ -167,7 +151,7 @@ static int choose_fit(risk_opts *o, char *err, size_t errlen)
 }
 
 /* Rank 0: the fit's law (checked: a family ghfit knows, finite parameters in its domain) */
-static int read_model(const risk_opts *o, risk_model *md, char *err, size_t errlen)
+static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, size_t errlen)
 {
     ghf_fit_law fp;
     int st = ghf_h5_read_fit_law(o->model, o->fit, &fp, err, errlen);
@@ -195,8 +179,7 @@ static int read_model(const risk_opts *o, risk_model *md, char *err, size_t errl
     return st;
 }
 
-/* Rank 0: inputs (model, weights' shape) then the output (checks, lock) */
-static int risk_check(risk_opts *o, risk_model *md, char *err, size_t errlen)
+int ghf_risk_check(ghf_risk_opts *o, ghf_risk_model *md, int dry, char *err, size_t errlen)
 {
     int st = choose_fit(o, err, errlen);
     if (!st) st = read_model(o, md, err, errlen);
@@ -212,19 +195,19 @@ static int risk_check(risk_opts *o, risk_model *md, char *err, size_t errlen)
                  o->wfile, o->wdset, (long long)md->P, o->K);
         st = GHF_EXIT_USAGE;
     }
-    if (!st) st = ghf_h5_out_check(o->out, err, errlen);
+    if (!st) st = (dry ? ghf_h5_out_check_access : ghf_h5_out_check)(o->out, err, errlen);
     if (!st) {
         const ghf_path_use u[3] = {{o->model, "--model", GHF_PATH_INPUT, NULL},
                                    {o->wfile, "--portfolios", GHF_PATH_INPUT, NULL},
                                    {o->out, "--out", GHF_PATH_RESULT, NULL}};
         st = ghf_paths_check(u, 3, err, errlen);
     }
-    if (!st) st = ghf_out_lock(o->out, err, errlen);
+    if (!st) st = (dry ? ghf_out_lock_query : ghf_out_lock)(o->out, err, errlen);
     return st;
 }
 
 /* rank 0's model to every rank (after an agreed success) */
-static int bcast_model(risk_model *md, int rank)
+static int bcast_model(ghf_risk_model *md, int rank)
 {
     double hdr[6] = {md->d, md->gauss, (double)md->P, md->p, md->a, md->b};
     MPI_Bcast(hdr, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -246,7 +229,7 @@ static int bcast_model(risk_model *md, int rank)
 
 /* VaR/ES of this rank's portfolios (rows of w, n x d) into var/es [n][K]
  * (src/law/risk.h); the worst law status and its first global row */
-static int risk_compute(const risk_model *md, const risk_opts *o, const double *w, int64_t n, int64_t row0,
+static int risk_compute(const ghf_risk_model *md, const ghf_risk_opts *o, const double *w, int64_t n, int64_t row0,
                         double *var, double *es, int64_t *bad_row)
 {
     const ghf_risk_law lw = {md->gauss, md->d, md->p, md->a, md->b, md->mu, md->gamma, md->sigma};
@@ -269,15 +252,20 @@ static void risk_note(int sev, int64_t row, char *note, size_t len)
         snprintf(note, len, "ES is +inf where the loss's tail has no mean (first: row %lld)", (long long)row);
 }
 
+void ghf_risk_nonfinite_msg(char *err, size_t errlen)
+{
+    char *hint = strstr(err, "; use --drop-nonfinite");
+    if (hint) snprintf(hint, errlen - (size_t)(hint - err), " (non-finite weights)");
+}
+
 /* Everything after the checks: read the shards, compute, gather to rank 0, write. */
-static int risk_run(const risk_opts *o, const risk_model *md, int rank, int size, char *err, size_t errlen)
+static int risk_run(const ghf_risk_opts *o, const ghf_risk_model *md, int rank, int size, char *err, size_t errlen)
 {
     ghf_shard sh;
     const ghf_read_opts ro = {.path = o->wfile, .dataset = o->wdset, .win_len = -1};
     int st = ghf_h5_read_shard(MPI_COMM_WORLD, &ro, &sh, err, errlen);
     if (st) {
-        char *hint = strstr(err, "; use --drop-nonfinite");
-        if (hint) snprintf(hint, errlen - (size_t)(hint - err), " (non-finite weights)");
+        ghf_risk_nonfinite_msg(err, errlen);
         return st;
     }
     const int K = o->K;
@@ -331,17 +319,17 @@ int ghf_cmd_risk(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    risk_opts o;
-    int st = risk_parse(argc, argv, &o);
+    ghf_risk_opts o;
+    int st = ghf_risk_parse(argc, argv, &o);
     if (st < 0) {
         if (rank == 0) risk_usage(stdout);
         return GHF_EXIT_OK;
     }
     if (st) return st;
-    risk_model md;
+    ghf_risk_model md;
     memset(&md, 0, sizeof md);
     char err[16384] = "";
-    if (rank == 0) st = risk_check(&o, &md, err, sizeof err);
+    if (rank == 0) st = ghf_risk_check(&o, &md, 0, err, sizeof err);
     st = ghf_agree(MPI_COMM_WORLD, st, err, sizeof err);
     if (!st) st = bcast_model(&md, rank);
     if (!st) st = risk_run(&o, &md, rank, size, err, sizeof err);

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "h5io.h"
 #include "iocheck.h"
+#include "postcmd.h"
 #include "sample.h"
 #include "score.h"
 #include "util.h"
@@ -27,8 +28,7 @@ static void sample_usage(FILE *f)
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
-/* The fitted law's parameters and the Cholesky factor of Sigma. */
-static int law_params(const ghf_fit_law *law, ghf_params *t, double *L)
+int ghf_sample_law(const ghf_fit_law *law, const char *file, ghf_params *t, double *L, char *err, size_t errlen)
 {
     const int d = law->d;
     memcpy(t->mu, law->mu, (size_t)d * sizeof(double));
@@ -37,17 +37,20 @@ static int law_params(const ghf_fit_law *law, ghf_params *t, double *L)
     t->p = law->p;
     t->a = law->a;
     t->b = law->b;
-    return ghf_cholesky(d, t->sigma, L);
+    if (ghf_cholesky(d, t->sigma, L) == 0) return 0;
+    snprintf(err, errlen, "%.1000s:/fits/%s: Sigma is not positive definite", file, law->name);
+    return GHF_EXIT_USAGE;
 }
 
-typedef struct sample_opts {
-    const char *model, *out, *dataset;
-    int64_t n, seed;
-    int bits, quiet;
-} sample_opts;
+ghf_io_plan ghf_sample_plan(const ghf_sample_opts *so, const char *file, int n_ranks)
+{
+    const ghf_io_plan plan = {.win_len = -1, .n_ranks = n_ranks, .out = so->out, .out_kind = GHF_PATH_MATRIX,
+                              .out_dataset = so->dataset, .model = file};
+    return plan;
+}
 
 /* Collective: draw and write.  The exit status, message in err. */
-static int sample_run(MPI_Comm comm, const sample_opts *so, const char *file, const char *name, char *err,
+static int sample_run(MPI_Comm comm, const ghf_sample_opts *so, const char *file, const char *name, char *err,
                       size_t errlen)
 {
     int rank, size;
@@ -57,8 +60,7 @@ static int sample_run(MPI_Comm comm, const sample_opts *so, const char *file, co
     ghf_family fam;
     int st = ghf_fit_law_load(comm, file, name, &law, &fam, err, errlen);
     if (st) return st;
-    const ghf_io_plan plan = {.win_len = -1, .n_ranks = size, .out = so->out, .out_kind = GHF_PATH_MATRIX,
-                              .out_dataset = so->dataset, .model = file};
+    const ghf_io_plan plan = ghf_sample_plan(so, file, size);
     st = ghf_io_check(comm, &plan, NULL, NULL, err, errlen);
     const int d = law.d;
     int64_t row0 = 0, nrows = 0;
@@ -74,10 +76,7 @@ static int sample_run(MPI_Comm comm, const sample_opts *so, const char *file, co
         if (oom) snprintf(err, errlen, "sample: out of memory for %lld x %d values", (long long)nrows, d);
         st = ghf_agree(comm, oom, err, errlen);
     }
-    if (!st && law_params(&law, &t, L) != 0) { /* the same verdict on every rank */
-        snprintf(err, errlen, "%.1000s:/fits/%s: Sigma is not positive definite", file, law.name);
-        st = GHF_EXIT_USAGE;
-    }
+    if (!st) st = ghf_sample_law(&law, file, &t, L, err, errlen); /* the same verdict on every rank */
     if (!st) {
         int64_t bad = ghf_sample_rows(&t, L, (uint64_t)so->seed, row0, nrows, x, zb), first = 0;
         if (bad < 0) bad = INT64_MAX;
@@ -110,9 +109,9 @@ static int sample_run(MPI_Comm comm, const sample_opts *so, const char *file, co
     return st;
 }
 
-/* The options; 0, -1 for --help, or an exit status. */
-static int sample_parse(int argc, char **argv, sample_opts *so)
+int ghf_sample_parse(int argc, char **argv, ghf_sample_opts *so)
 {
+    *so = (ghf_sample_opts){NULL, NULL, "/X", -1, -1, 64, 0};
     const char *dtype = "float64";
     enum { O_MODEL = 256, O_N, O_SEED, O_OUT, O_DATASET, O_DTYPE, O_QUIET, O_HELP };
     static const struct option opts[] = {
@@ -159,8 +158,8 @@ int ghf_cmd_sample(int argc, char **argv)
 {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    sample_opts so = {NULL, NULL, "/X", -1, -1, 64, 0};
-    int st = sample_parse(argc, argv, &so);
+    ghf_sample_opts so;
+    int st = ghf_sample_parse(argc, argv, &so);
     if (st < 0) {
         if (rank == 0) sample_usage(stdout);
         return GHF_EXIT_OK;

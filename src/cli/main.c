@@ -23,6 +23,7 @@ static void usage(FILE *f)
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
             "  ghfit check [--ranks P] fit|run ARGS...          what fit or run would refuse, in seconds, fitting nothing\n"
+            "  ghfit check eval|gof|sample|risk ARGS...         what that command would refuse, in seconds\n"
             "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name] [--lrt]   likelihood-ratio tests\n"
             "  mpirun -np P ghfit eval --model RESULT.h5[:/fits/NAME] --data X.h5 [--dataset /X] --out SCORES.h5\n"
             "  mpirun -np P ghfit sample --model RESULT.h5[:/fits/NAME] --n N --seed S --out X.h5 [--dataset /X]\n"

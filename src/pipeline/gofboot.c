@@ -265,6 +265,15 @@ static void boot_first_failure(MPI_Comm comm, int first, const char *why, ghf_go
     MPI_Bcast(out->why, (int)sizeof out->why, MPI_CHAR, all % size, comm);
 }
 
+int ghf_gof_boot_check(int B, int d, char *err, size_t errlen)
+{
+    const int K = 3 * (d + 1);
+    if ((int64_t)B * (K + 1) <= INT_MAX) return 0; /* the table's all-reduce count is an int */
+    snprintf(err, errlen, "gof --bootstrap: %d replicates x %d statistics is too many (at most %d values)", B, K + 1,
+             INT_MAX);
+    return 2;
+}
+
 int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit *m, int64_t n,
                       const ghf_gof_input *tmpl, const ghf_gof_result *obs, int B, int64_t seed, int progress,
                       void (*tick)(void *), void *tick_arg, ghf_gof_boot *out, char *err, size_t errlen)
@@ -275,11 +284,7 @@ int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit
     const int d = law->d, K = 3 * (d + 1);
     memset(out, 0, sizeof *out);
     out->B = B, out->seed = seed;
-    if ((int64_t)B * (K + 1) > INT_MAX) { /* the table's all-reduce count is an int */
-        snprintf(err, errlen, "gof --bootstrap: %d replicates x %d statistics is too many (at most %d values)", B,
-                 K + 1, INT_MAX);
-        return 2;
-    }
+    if (ghf_gof_boot_check(B, d, err, errlen)) return 2;
     rep_ws w;
     int wst = ws_init(&w, law, m, tmpl, n);
     w.tick = tick, w.tick_arg = tick_arg;

@@ -58,6 +58,9 @@ uint64_t ghf_gof_boot_seed(int64_t seed, int b);
  * (a job's rank 0 beats its heartbeat).  0 (out filled on rank 0), or 1
  * with a message (out of memory; every rank agrees).  Free out with
  * ghf_gof_boot_free. */
+/* Can B replicates of a d-dimensional fit be tabled?  0, or 2 with the
+ * message ghf_gof_bootstrap gives (`ghfit check gof` asks first). */
+int ghf_gof_boot_check(int B, int d, char *err, size_t errlen);
 int ghf_gof_bootstrap(MPI_Comm comm, const ghf_fit_law *law, const ghf_gof_refit *m, int64_t n,
                       const ghf_gof_input *tmpl, const ghf_gof_result *obs, int B, int64_t seed, int progress,
                       void (*tick)(void *), void *tick_arg, ghf_gof_boot *out, char *err, size_t errlen);

@@ -115,6 +115,32 @@ int ghf_fit_law_load(MPI_Comm comm, const char *file, const char *name, ghf_fit_
     return st;
 }
 
+int ghf_fit_law_load_local(const char *file, const char *name, ghf_fit_law *law, ghf_family *fam, char *err,
+                           size_t errlen)
+{
+    memset(law, 0, sizeof *law);
+    int st = ghf_h5_read_fit_law(file, name, law, err, errlen);
+    if (!st) st = check_law(file, law, fam, err, errlen);
+    if (st) ghf_fit_law_free(law);
+    return st;
+}
+
+int ghf_law_dim_check(const char *data, const char *dataset, int d, const ghf_fit_law *law, const char *model_file,
+                      char *err, size_t errlen)
+{
+    if (d == law->d) return 0;
+    snprintf(err, errlen, "%.1000s:%.200s: %d columns, but the fit %s of %.1000s has dimension %d", data,
+             dataset && *dataset ? dataset : "/X", d, law->name, model_file, law->d);
+    return 2;
+}
+
+ghf_io_plan ghf_eval_plan(const ghf_eval_opts *o, int n_ranks)
+{
+    const ghf_io_plan plan = {.data = o->data, .dataset = o->dataset, .win_len = -1, .n_ranks = n_ranks,
+                              .out = o->out, .out_kind = GHF_PATH_SCORES, .model = o->model_file};
+    return plan;
+}
+
 /* ---------------------------------------------------------------------------
  * eval
  * ------------------------------------------------------------------------- */
@@ -430,16 +456,11 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
     snprintf(res->family, sizeof res->family, "%s", law.family);
     res->d = law.d;
     /* the data set (its shape), the output, the lock */
-    const ghf_io_plan plan = {.data = o->data, .dataset = o->dataset, .win_len = -1, .n_ranks = size,
-                              .out = o->out, .out_kind = GHF_PATH_SCORES, .model = o->model_file};
+    const ghf_io_plan plan = ghf_eval_plan(o, size);
     int64_t n = 0;
     int d = 0;
     st = ghf_io_check(comm, &plan, &n, &d, err, errlen);
-    if (!st && d != law.d) {
-        snprintf(err, errlen, "%s:%s: %d columns, but the fit %s of %s has dimension %d", o->data,
-                 o->dataset && *o->dataset ? o->dataset : "/X", d, law.name, o->model_file, law.d);
-        st = 2;
-    }
+    if (!st) st = ghf_law_dim_check(o->data, o->dataset, d, &law, o->model_file, err, errlen);
     res->n_rows = n;
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);

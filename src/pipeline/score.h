@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "h5io.h"
+#include "iocheck.h"
 #include "model.h"
 
 /* "R.h5[:/fits/NAME]" split into the file and the fit's name ("" when none).
@@ -21,6 +22,16 @@ int ghf_model_ref_parse(const char *ref, char *file, size_t file_len, char *name
  * family is status 2.  On success free *law with ghf_fit_law_free. */
 int ghf_fit_law_load(MPI_Comm comm, const char *file, const char *name, ghf_fit_law *law, ghf_family *fam,
                      char *err, size_t errlen);
+
+/* Serial (one process, no MPI; `ghfit check`): what ghf_fit_law_load
+ * reads and checks, with the same messages.  0, or 1 / 2 with a message. */
+int ghf_fit_law_load_local(const char *file, const char *name, ghf_fit_law *law, ghf_family *fam, char *err,
+                           size_t errlen);
+
+/* d columns of data:dataset against the fit's dimension (eval, gof): 0, or
+ * 2 with the message. */
+int ghf_law_dim_check(const char *data, const char *dataset, int d, const ghf_fit_law *law, const char *model_file,
+                      char *err, size_t errlen);
 
 typedef struct ghf_eval_opts {
     const char *model_file, *fit_name; /* fit_name "": the file's only fit */
@@ -37,6 +48,9 @@ typedef struct ghf_eval_result {
     char fit_name[64], family[16];
     int d;
 } ghf_eval_result;
+
+/* The inputs and the output `ghfit eval` checks before it reads the rows. */
+ghf_io_plan ghf_eval_plan(const ghf_eval_opts *o, int n_ranks);
 
 /* Collective over comm: `ghfit eval`.  Returns the exit status (0, 1, 2)
  * with one message in err (the same on every rank). */
