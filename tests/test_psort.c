@@ -27,11 +27,18 @@ static uint64_t mix(uint64_t z)
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
-/* kind 0: 97 distinct values (ties everywhere); 1: u in (0, 1) with ties; 2: continuous */
+/* kind 0: 97 distinct values (ties everywhere; zeros of both signs); 1: u in
+ * (0, 1) with ties; 2: continuous; 3: every sign and binade (subnormals,
+ * +-0, near DBL_MAX, repeats) */
 static double value(int kind, int64_t g)
 {
     const uint64_t h = mix((uint64_t)g * 3 + (uint64_t)kind);
-    if (kind == 0) return (double)(h % 97) - 48.0;
+    if (kind == 0) return (h % 97) == 48 && (h >> 40) % 2 ? -0.0 : (double)(h % 97) - 48.0;
+    if (kind == 3) {
+        const double m = 1.0 + (double)((h >> 20) % 8) / 8.0; /* few mantissas: repeats */
+        const double v = (h % 13 == 0) ? 0.0 : ldexp(m, (int)((h >> 8) % 2098) - 1074 - 1);
+        return (h >> 63) ? -v : v;
+    }
     if (kind == 1) return ((double)(h % 1000) + 0.5) / 1000.0;
     return (double)(h >> 11) * 0x1.0p-53 * 8.0 - 4.0;
 }
@@ -196,7 +203,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     const int64_t sizes[] = {0, 1, 2, 7, 1000, 20011};
-    for (int kind = 0; kind < 3; kind++)
+    for (int kind = 0; kind < 4; kind++)
         for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) check_sort(kind, sizes[s]);
     check_stats(2);
     check_stats(20011);

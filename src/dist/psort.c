@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agree.h"
 
@@ -13,6 +14,52 @@ int ghf_sortkey_cmp(const void *a, const void *b)
     if (p->x < q->x) return -1;
     if (p->x > q->x) return 1;
     return p->i < q->i ? -1 : p->i > q->i;
+}
+
+/* the 16 radix digits (bytes) of a key, least significant first: the row
+ * (offset to unsigned), then the value's bits mapped to an unsigned order
+ * (-0 as +0, so that they tie as the comparator has it) */
+static inline uint64_t value_bits(double x)
+{
+    x += 0.0;
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u >> 63) ? ~u : u | 0x8000000000000000ULL;
+}
+static inline uint8_t digit(const ghf_sortkey *k, int d)
+{
+    if (d < 8) return (uint8_t)(((uint64_t)k->i ^ 0x8000000000000000ULL) >> (8 * d));
+    return (uint8_t)(value_bits(k->x) >> (8 * (d - 8)));
+}
+
+/* k[0..n) in the order of ghf_sortkey_cmp: LSD radix sort over the 16 bytes
+ * (passes whose byte is the same for every key skipped), O(n) per pass
+ * instead of qsort's O(n log n) comparisons; qsort when n is small or the
+ * scratch buffer cannot be had. */
+static void key_sort(ghf_sortkey *k, size_t n)
+{
+    ghf_sortkey *tmp = n > 256 ? malloc(n * sizeof *tmp) : NULL;
+    size_t(*h)[256] = tmp ? calloc(16, sizeof *h) : NULL;
+    if (!tmp || !h) {
+        free(tmp), free(h);
+        qsort(k, n, sizeof *k, ghf_sortkey_cmp);
+        return;
+    }
+    for (size_t j = 0; j < n; j++) {
+        const uint64_t lo = (uint64_t)k[j].i ^ 0x8000000000000000ULL, hi = value_bits(k[j].x);
+        for (int d = 0; d < 8; d++) h[d][(lo >> (8 * d)) & 255]++, h[d + 8][(hi >> (8 * d)) & 255]++;
+    }
+    ghf_sortkey *src = k, *dst = tmp;
+    for (int d = 0; d < 16; d++) {
+        if (h[d][digit(&k[0], d)] == n) continue; /* one byte value: nothing to order */
+        size_t pos[256], acc = 0;
+        for (int b = 0; b < 256; b++) pos[b] = acc, acc += h[d][b];
+        for (size_t j = 0; j < n; j++) dst[pos[digit(&src[j], d)]++] = src[j];
+        ghf_sortkey *t = src;
+        src = dst, dst = t;
+    }
+    if (src != k) memcpy(k, src, n * sizeof *k);
+    free(tmp), free(h);
 }
 
 static int key_lt(const ghf_sortkey *a, const ghf_sortkey *b)
@@ -127,7 +174,7 @@ int ghf_psort(MPI_Comm comm, ghf_sortkey **keys, int64_t n_in, int64_t *n_out, i
     MPI_Comm_rank(comm, &rank);
     ghf_sortkey *k = *keys;
     *n_out = *off = *n_all = 0;
-    qsort(k, (size_t)n_in, sizeof *k, ghf_sortkey_cmp);
+    key_sort(k, (size_t)n_in);
     int64_t N = 0;
     MPI_Allreduce(&n_in, &N, 1, MPI_INT64_T, MPI_SUM, comm);
     *n_all = N;
@@ -165,8 +212,8 @@ int ghf_psort(MPI_Comm comm, ghf_sortkey **keys, int64_t n_in, int64_t *n_out, i
         if (st == 1) snprintf(err, errlen, "parallel sort: out of memory");
         return st;
     }
-    /* P sorted runs: sorted again (qsort) */
-    qsort(out, (size_t)nr, sizeof *out, ghf_sortkey_cmp);
+    /* P sorted runs: sorted again */
+    key_sort(out, (size_t)nr);
     MPI_Exscan(&nr, off, 1, MPI_INT64_T, MPI_SUM, comm);
     if (rank == 0) *off = 0;
     *keys = out, *n_out = nr;
