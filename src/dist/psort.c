@@ -16,9 +16,11 @@ int ghf_sortkey_cmp(const void *a, const void *b)
     return p->i < q->i ? -1 : p->i > q->i;
 }
 
-/* the 16 radix digits (bytes) of a key, least significant first: the row
- * (offset to unsigned), then the value's bits mapped to an unsigned order
- * (-0 as +0, so that they tie as the comparator has it) */
+/* The radix digits of a key, least significant first: 6 of 11 bits of the
+ * row (offset to unsigned), then 6 of the value's bits mapped to an unsigned
+ * order (-0 as +0, so that they tie as the comparator has it). */
+#define RB 11
+#define RN (1 << RB)
 static inline uint64_t value_bits(double x)
 {
     x += 0.0;
@@ -26,35 +28,47 @@ static inline uint64_t value_bits(double x)
     memcpy(&u, &x, sizeof u);
     return (u >> 63) ? ~u : u | 0x8000000000000000ULL;
 }
-static inline uint8_t digit(const ghf_sortkey *k, int d)
+static inline uint64_t row_bits(int64_t i) { return (uint64_t)i ^ 0x8000000000000000ULL; }
+static inline unsigned digit(const ghf_sortkey *k, int d)
 {
-    if (d < 8) return (uint8_t)(((uint64_t)k->i ^ 0x8000000000000000ULL) >> (8 * d));
-    return (uint8_t)(value_bits(k->x) >> (8 * (d - 8)));
+    const uint64_t u = d < 6 ? row_bits(k->i) : value_bits(k->x);
+    return (unsigned)(u >> (RB * (d % 6))) & (RN - 1);
 }
 
-/* k[0..n) in the order of ghf_sortkey_cmp: LSD radix sort over the 16 bytes
- * (passes whose byte is the same for every key skipped), O(n) per pass
- * instead of qsort's O(n log n) comparisons; qsort when n is small or the
- * scratch buffer cannot be had. */
+static int key_lt(const ghf_sortkey *a, const ghf_sortkey *b)
+{
+    return a->x < b->x || (a->x == b->x && a->i < b->i);
+}
+
+/* k[0..n) in the order of ghf_sortkey_cmp: LSD radix sort, 11-bit digits
+ * (a digit that is the same for every key is skipped, and the row's digits
+ * when the keys come in row order, as a column's do), O(n) per pass instead
+ * of qsort's O(n log n) comparisons; qsort when n is small or the scratch
+ * buffer cannot be had. */
 static void key_sort(ghf_sortkey *k, size_t n)
 {
     ghf_sortkey *tmp = n > 256 ? malloc(n * sizeof *tmp) : NULL;
-    size_t(*h)[256] = tmp ? calloc(16, sizeof *h) : NULL;
+    size_t(*h)[RN] = tmp ? calloc(12, sizeof *h) : NULL;
     if (!tmp || !h) {
         free(tmp), free(h);
         qsort(k, n, sizeof *k, ghf_sortkey_cmp);
         return;
     }
+    int by_row = 1;
     for (size_t j = 0; j < n; j++) {
-        const uint64_t lo = (uint64_t)k[j].i ^ 0x8000000000000000ULL, hi = value_bits(k[j].x);
-        for (int d = 0; d < 8; d++) h[d][(lo >> (8 * d)) & 255]++, h[d + 8][(hi >> (8 * d)) & 255]++;
+        const uint64_t lo = row_bits(k[j].i), hi = value_bits(k[j].x);
+        for (int d = 0; d < 6; d++) h[d][(lo >> (RB * d)) & (RN - 1)]++, h[d + 6][(hi >> (RB * d)) & (RN - 1)]++;
+        if (j > 0) by_row &= k[j].i > k[j - 1].i;
     }
     ghf_sortkey *src = k, *dst = tmp;
-    for (int d = 0; d < 16; d++) {
-        if (h[d][digit(&k[0], d)] == n) continue; /* one byte value: nothing to order */
-        size_t pos[256], acc = 0;
-        for (int b = 0; b < 256; b++) pos[b] = acc, acc += h[d][b];
-        for (size_t j = 0; j < n; j++) dst[pos[digit(&src[j], d)]++] = src[j];
+    for (int d = by_row ? 6 : 0; d < 12; d++) {
+        if (h[d][digit(&k[0], d)] == n) continue; /* one digit value: nothing to order */
+        size_t acc = 0;
+        for (int b = 0; b < RN; b++) {
+            const size_t c = h[d][b];
+            h[d][b] = acc, acc += c;
+        }
+        for (size_t j = 0; j < n; j++) dst[h[d][digit(&src[j], d)]++] = src[j];
         ghf_sortkey *t = src;
         src = dst, dst = t;
     }
@@ -62,9 +76,34 @@ static void key_sort(ghf_sortkey *k, size_t n)
     free(tmp), free(h);
 }
 
-static int key_lt(const ghf_sortkey *a, const ghf_sortkey *b)
+/* k[0..n): the P sorted runs of lengths len[] merged in pairs (log2 P
+ * rounds) into the order of ghf_sortkey_cmp; key_sort when the scratch
+ * buffer cannot be had. */
+static void merge_runs(ghf_sortkey *k, size_t n, const int *len, int P)
 {
-    return a->x < b->x || (a->x == b->x && a->i < b->i);
+    ghf_sortkey *tmp = malloc((n > 0 ? n : 1) * sizeof *tmp);
+    size_t *b = malloc((size_t)(P + 1) * sizeof *b); /* run boundaries */
+    if (!tmp || !b) {
+        free(tmp), free(b);
+        key_sort(k, n);
+        return;
+    }
+    b[0] = 0;
+    for (int r = 0; r < P; r++) b[r + 1] = b[r] + (size_t)len[r];
+    ghf_sortkey *src = k, *dst = tmp;
+    for (int w = 1; w < P; w *= 2) {
+        for (int r = 0; r < P; r += 2 * w) {
+            const size_t lo = b[r], mid = b[r + w < P ? r + w : P], hi = b[r + 2 * w < P ? r + 2 * w : P];
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) dst[o++] = key_lt(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+        }
+        ghf_sortkey *t = src;
+        src = dst, dst = t;
+    }
+    if (src != k) memcpy(k, src, n * sizeof *k);
+    free(tmp), free(b);
 }
 
 /* the first position of sorted k[0..n) that is not below s */
@@ -205,15 +244,15 @@ int ghf_psort(MPI_Comm comm, ghf_sortkey **keys, int64_t n_in, int64_t *n_out, i
         st = MPI_Alltoallv(k, sc, sd, t, out, rc, rd, t, comm) != MPI_SUCCESS;
         MPI_Type_free(&t);
     }
-    free(b), free(ci), free(k);
+    free(b), free(k);
     *keys = NULL;
     if (st) {
-        free(out);
+        free(out), free(ci);
         if (st == 1) snprintf(err, errlen, "parallel sort: out of memory");
         return st;
     }
-    /* P sorted runs: sorted again */
-    key_sort(out, (size_t)nr);
+    merge_runs(out, (size_t)nr, rc, P); /* P sorted runs, in rank order */
+    free(ci);
     MPI_Exscan(&nr, off, 1, MPI_INT64_T, MPI_SUM, comm);
     if (rank == 0) *off = 0;
     *keys = out, *n_out = nr;

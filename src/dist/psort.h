@@ -4,12 +4,13 @@
  *
  * The keys are ordered by value, ties by index; the indices are distinct (a
  * row's global number), so the global order is unique and does not depend on
- * the number of ranks.  Method: every rank sorts its keys (qsort), takes up to
+ * the number of ranks.  Method: every rank sorts its keys (an LSD radix sort
+ * over 11-bit digits of the row and of the value's bits), takes up to
  * S regular samples (S = 8P for P <= 64 ranks, 2P up to 512, else P), each
  * weighted by the number of keys it stands for; the samples are all-gathered
  * and sorted, and P - 1 splitters are the samples at which the weighted count
  * passes N t / P; the keys go to their ranks in one MPI_Alltoallv and are
- * sorted there.  Rank r then holds a contiguous piece of the global order,
+ * merged there (P sorted runs, pairwise).  Rank r then holds a contiguous piece of the global order,
  * the pieces in rank order, each within about N/P (1 + 2P/S) keys.
  *
  * Limits: MPI counts are ints, so every rank must receive fewer than 2^31
