@@ -9,9 +9,11 @@
  * result has the same bits as ghf_gof_compute on all the rows, whatever the
  * number of ranks.
  *
- * Memory per rank: its shard, plus per column 16-byte keys for its rows
- * before the sort and for its piece after it (about N/P, see psort.h), and
- * two doubles per key of its piece.  Limit: a rank's piece must stay below
+ * Memory per rank: its shard, plus for the column at hand 16-byte keys for
+ * its rows and as many as scratch (the radix sort), then its piece (about
+ * N/P keys, see psort.h) with a scratch copy for the merge, then the piece
+ * with two doubles per key: at most about 32 bytes per row of its share
+ * beyond the shard (8 d bytes per row).  Limit: a rank's piece must stay below
  * 2^31 keys (MPI counts), i.e. N/P < 2^31 with some margin. */
 #ifndef GHF_GOFDIST_H
 #define GHF_GOFDIST_H
