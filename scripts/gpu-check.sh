@@ -194,6 +194,21 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null && [ "$(l
   fi
 fi
 
+# shared-memory races and barrier misuse in the wide fused kernel (12 < d <= 128)
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 60 ]; then
+  for tool in racecheck synccheck; do
+    [ "$(left)" -gt 30 ] || break
+    GHF_TEST_QUICK=1 GHF_TEST_WIDE_ONLY=1 timeout $(( $(left) - 10 )) compute-sanitizer --tool $tool \
+      --error-exitcode 3 "$BIN/test_cuda_estep" > "$OUTDIR/$tool.log" 2>&1
+    rc=$?
+    if grep -q -i 'not supported\|LibraryNotLoaded' "$OUTDIR/$tool.log"; then log "$tool: not available here"
+    elif [ $rc -eq 0 ]; then log "PASS $tool (wide kernel): $(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUTDIR/$tool.log")"
+    elif [ $rc -eq 124 ]; then log "$tool: timed out (not counted)"
+    else log "FAIL $tool: exit $rc: $(grep -m3 -E 'SUMMARY|hazard|Barrier|FAIL' "$OUTDIR/$tool.log" | tr '\n' ' ')"; FAILS=$((FAILS + 1))
+    fi
+  done
+fi
+
 # fold the per-step logs and the machine description into two files
 { for f in nvidia-smi.txt env.txt ldd.txt; do echo "===== $f"; cat "$OUTDIR/$f"; done; } > "$OUTDIR/machine.txt" 2>/dev/null
 rm -f "$OUTDIR/nvidia-smi.txt" "$OUTDIR/env.txt" "$OUTDIR/ldd.txt"

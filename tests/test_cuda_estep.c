@@ -541,10 +541,19 @@ int main(int argc, char **argv)
     /* GHF_TEST_QUICK=1: a tenth of the rows (for runs under compute-sanitizer) */
     const char *q = getenv("GHF_TEST_QUICK");
     const int64_t div = (q && q[0] == '1') ? 10 : 1;
-    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) test_dim(dims[k], rows[k] / div, size);
+    /* GHF_TEST_WIDE_ONLY=1: only the wide kernel's dimensions (for racecheck / synccheck runs) */
+    const char *wo = getenv("GHF_TEST_WIDE_ONLY");
+    const int wide_only = wo && wo[0] == '1';
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+        if (wide_only && (dims[k] <= GHF_CUDA_FUSED_DMAX || dims[k] > GHF_CUDA_WIDE_DMAX)) continue;
+        test_dim(dims[k], rows[k] / div, size);
+    }
     const int wdims[] = {3, 10, 13, 64, 100};
     const int64_t wrows[] = {30000, 30000, 10007, 6000, 4003};
-    for (size_t k = 0; k < sizeof wdims / sizeof wdims[0]; k++) test_weights_f32(wdims[k], wrows[k] / div, size);
+    for (size_t k = 0; k < sizeof wdims / sizeof wdims[0]; k++) {
+        if (wide_only && (wdims[k] <= GHF_CUDA_FUSED_DMAX || wdims[k] > GHF_CUDA_WIDE_DMAX)) continue;
+        test_weights_f32(wdims[k], wrows[k] / div, size);
+    }
     int bad = g_fail, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0) printf("%s (%d failures)\n", any ? "FAILED" : "PASSED", any);
