@@ -7,6 +7,8 @@
 # 64), the per-row PITs included.  The interpolated PITs stay within the
 # reported error of the exact ones.  A cdf failing on one rank
 # (GHFIT_TEST_FAIL=gofcdf@RANK) ends every rank with exit 1 and one error line.
+# 2^31 rows x 1 (more than 2^31 values): refused on 1 rank (a rank's share),
+# accepted by `ghfit check --ranks 2 gof`.
 # usage: cli_gofdist.sh GHFIT WORKDIR
 set -uo pipefail
 G=$1; W=$2
@@ -82,5 +84,37 @@ for mode in "" "--exact-max 500 --knots 64"; do
     fi
   done
 done
+# more than 2^31 values (2^31 rows x 1, every chunk the same compressed
+# block: a 17 MB file): no longer refused for N d > INT_MAX, but a rank's share
+# must stay below 2^31 rows: 1 rank is refused before reading (exit 2, one
+# line, no file); `ghfit check --ranks 2 gof` accepts it
+"$PY" - <<'PY' || exit 1
+import h5py, numpy as np, zlib
+rows, n = 1 << 22, 1 << 31
+block = np.tile(np.random.default_rng(1).normal(size=(256, 1)), (rows // 256, 1))
+comp = zlib.compress(block.tobytes(), 9)
+with h5py.File("huge.h5", "w") as f:
+    ds = f.create_dataset("X", shape=(n, 1), dtype="f8", chunks=(rows, 1), compression="gzip")
+    for r0 in range(0, n, rows):
+        ds.id.write_direct_chunk((r0, 0), comp)
+    f["S"] = block[:2000]
+PY
+"$G" fit --data huge.h5 --dataset /S --model gauss --out f1.h5 --quiet || { echo "fit d = 1 failed"; fail=1; }
+rm -f out.h5*
+timeout 60 "$G" gof --model f1.h5 --data huge.h5 --out out.h5 --quiet >stdout.txt 2>stderr.txt
+rc=$?
+if [ $rc -eq 2 ] && [ "$(grep -c '^ghfit: ' stderr.txt)" -eq 1 ] && grep -q "2147483648 rows on 1 rank: .*use at least 2 ranks" stderr.txt \
+   && ! ls out.h5* >/dev/null 2>&1; then
+  echo "ok   2^31 rows on 1 rank refused: $(cat stderr.txt)"
+else
+  echo "FAIL 2^31 rows on 1 rank: exit $rc"; cat stderr.txt; fail=1
+fi
+if "$G" check --ranks 2 gof --model f1.h5 --data huge.h5 --out out.h5 >stdout.txt 2>stderr.txt \
+   && grep -q "would check 2147483648 rows" stdout.txt stderr.txt; then
+  echo "ok   ghfit check --ranks 2 gof: $(grep -h 'would check' stdout.txt stderr.txt)"
+else
+  echo "FAIL ghfit check --ranks 2 gof on 2^31 rows"; cat stdout.txt stderr.txt; fail=1
+fi
+rm -f huge.h5
 [ $fail -eq 0 ] && echo "cli_gofdist: all passed"
 exit $fail

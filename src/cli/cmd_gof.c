@@ -321,6 +321,8 @@ int ghf_cmd_gof(int argc, char **argv)
     int d = 0;
     st = ghf_io_check(MPI_COMM_WORLD, &plan, &n, &d, err, sizeof err);
     if (!st) st = ghf_law_dim_check(o.data, o.dataset, d, &law, file, err, sizeof err);
+    /* the rows per rank before reading them (all are kept without --drop-nonfinite) */
+    if (!st && !o.drop) st = ghf_gof_rows_check(n, size, err, sizeof err);
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);
     if (!st) {
