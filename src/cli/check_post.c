@@ -110,9 +110,9 @@ static int gof_rows(post *p, const ghf_gof_opts *o)
     /* the rows gof keeps: exact unless rows are dropped from a window only sampled */
     const int exact = !o->drop || s->all || s->n_bad == 0;
     const int64_t kept = p->n_rows - (o->drop && s->all ? s->n_bad : 0);
-    if (exact && (st = ghf_gof_rows_check(kept, p->d, p->err, sizeof p->err))) return st;
+    if (exact && (st = ghf_gof_rows_check(kept, p->ranks, p->err, sizeof p->err))) return st;
     if (exact && (st = ghf_gof_min_rows(o, kept, p->err, sizeof p->err))) return st;
-    if (!exact && ghf_gof_rows_check(kept, p->d, p->err, sizeof p->err))
+    if (!exact && ghf_gof_rows_check(kept, p->ranks, p->err, sizeof p->err))
         ghf_warning0("%s (unless --drop-nonfinite drops enough rows)", p->err);
     p->err[0] = '\0';
     ghf__check_sample_line(s, o->drop ? ", to be dropped" : "");

@@ -1,9 +1,11 @@
 /* cmd_gof.c - `ghfit gof`: goodness of fit of a fitted law on a data set:
  * per-margin PITs with KS/AD/CvM and QQ tables, and the PIT of the radial
- * statistic (src/law/gof.h).  The ranks read shards, rank 0 gathers them and
- * computes (OpenMP); with --bootstrap B every rank refits its share of the
- * replicates (src/pipeline/gofboot.h); rank 0 writes the file (temp file,
- * then rename). */
+ * statistic (src/law/gof.h).  The ranks read shards and keep them: every
+ * column is sorted across the ranks and the statistics come from the ranks'
+ * pieces of the order (src/pipeline/gofdist.h; the same bits for any number
+ * of ranks; a rank's piece must stay below 2^31 values); with --bootstrap B
+ * every rank refits its share of the replicates (src/pipeline/gofboot.h);
+ * rank 0 writes the file (temp file, then rename). */
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -18,6 +20,7 @@
 #include "ghf_version.h"
 #include "gof.h"
 #include "gofboot.h"
+#include "gofdist.h"
 #include "h5io.h"
 #include "iocheck.h"
 #include "postcmd.h"
@@ -137,11 +140,14 @@ ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks)
     return plan;
 }
 
-int ghf_gof_rows_check(int64_t n, int d, char *err, size_t errlen)
+int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen)
 {
-    if (n * (int64_t)d <= INT_MAX) return 0;
-    snprintf(err, errlen, "gof: %lld rows x %d columns: gof gathers the rows on rank 0, at most %d values",
-             (long long)n, d, INT_MAX);
+    if (ranks < 1) ranks = 1;
+    if ((n + ranks - 1) / ranks < INT_MAX) return 0;
+    snprintf(err, errlen,
+             "gof: %lld rows on %d rank%s: each rank sorts its share of every column, fewer than 2^31 values "
+             "(MPI counts); use at least %lld ranks",
+             (long long)n, ranks, ranks == 1 ? "" : "s", (long long)(n / INT_MAX + 1));
     return 2;
 }
 
@@ -150,35 +156,6 @@ int ghf_gof_min_rows(const ghf_gof_opts *o, int64_t n, char *err, size_t errlen)
     if (n >= 2) return 0;
     snprintf(err, errlen, "%s:%s: %lld finite rows; gof needs at least 2", o->data, o->dataset, (long long)n);
     return 2;
-}
-
-/* Collective: every rank's shard onto rank 0 (*all, n_total rows).  0 or 1. */
-static int gof_gather(MPI_Comm comm, const ghf_shard *sh, int d, double **all, int64_t *n_total, char *err,
-                      size_t errlen)
-{
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    int64_t mine = sh->nrows, tot = 0;
-    MPI_Allreduce(&mine, &tot, 1, MPI_INT64_T, MPI_SUM, comm);
-    *n_total = tot;
-    *all = NULL;
-    if (ghf_gof_rows_check(tot, d, err, errlen)) return 2;
-    int *cnt = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL, *off = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL;
-    int oom = rank == 0 && (!cnt || !off || !(*all = malloc((size_t)(tot > 0 ? tot : 1) * (size_t)d * sizeof(double))));
-    if (ghf_any(comm, oom)) {
-        snprintf(err, errlen, "gof: out of memory on rank 0 for %lld rows", (long long)tot);
-        free(cnt), free(off), free(*all), *all = NULL;
-        return 1;
-    }
-    int mc = (int)(mine * d);
-    MPI_Gather(&mc, 1, MPI_INT, cnt, 1, MPI_INT, 0, comm);
-    if (rank == 0)
-        for (int r = 1; r < size; r++) off[r] = off[r - 1] + cnt[r - 1];
-    MPI_Gatherv(sh->x, mc, MPI_DOUBLE, *all, cnt, off, MPI_DOUBLE, 0, comm);
-    free(cnt);
-    free(off);
-    return 0;
 }
 
 static void gof_progress(const char *what, int done, int total)
@@ -232,13 +209,18 @@ static int gof_write(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_go
     return ghf_h5_write_arrays(o->out, &meta, "gof", na, at, k, a, err, errlen);
 }
 
-/* Rank 0: the observed statistics into r.  0, 1 or 2. */
-static int gof_observe(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, ghf_gof_result *r,
-                       char *err, size_t errlen)
+/* Collective: the observed statistics into r from the ranks' rows x (nloc
+ * each; r is complete on every rank but the PITs: rank 0 only).  0, 1 or 2
+ * (agreed). */
+static int gof_observe(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_gof_input *in, const double *x,
+                       size_t nloc, ghf_gof_result *r, char *err, size_t errlen)
 {
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (ghf_gof_min_rows(o, (int64_t)in->n, err, errlen)) return 2;
-    int st = ghf_gof_compute(in, r, err, errlen);
-    if (st == 2) {
+    if (ghf_gof_rows_check((int64_t)in->n, size, err, errlen)) return 2;
+    int st = ghf_gof_compute_dist(MPI_COMM_WORLD, in, x, nloc, r, err, errlen);
+    if (st == 2 && strncmp(err, "the fit's", 9) == 0) {
         char e2[1024];
         snprintf(e2, sizeof e2, "%s:/fits/%s: %s", o->model, law->name, err);
         snprintf(err, errlen, "%s", e2);
@@ -274,21 +256,23 @@ static int gof_finish(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_g
     return st;
 }
 
-/* Collective: the rows on rank 0 (all, n_all), observed statistics, the
+/* Collective: the observed statistics from the ranks' shards, the
  * bootstrap, the file.  The exit status (agreed). */
-static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam, const double *all, int64_t n_all,
-                   int64_t n_dropped, char *err, size_t errlen)
+static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh, char *err,
+                   size_t errlen)
 {
+    int64_t n_all = 0;
+    MPI_Allreduce(&sh->nrows, &n_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
-                              law->b, all, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
+                              law->b, NULL, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
                               n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL, NULL, NULL};
     ghf_gof_result r;
     memset(&r, 0, sizeof r);
     const double t0 = MPI_Wtime();
-    int st = ghf_agree(MPI_COMM_WORLD, rank == 0 ? gof_observe(o, law, &in, &r, err, errlen) : 0, err, errlen);
+    int st = gof_observe(o, law, &in, sh->x, (size_t)sh->nrows, &r, err, errlen);
     ghf_gof_boot bt;
     memset(&bt, 0, sizeof bt);
     if (!st && o->B > 0) {
@@ -301,12 +285,12 @@ static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam
                                errlen);
     }
     if (!st) {
-        const int s0 = rank == 0 ? gof_finish(o, law, &in, &r, o->B > 0 ? &bt : NULL, n_dropped, size,
+        const int s0 = rank == 0 ? gof_finish(o, law, &in, &r, o->B > 0 ? &bt : NULL, sh->n_dropped, size,
                                               MPI_Wtime() - t0, err, errlen)
                                  : 0;
         st = ghf_agree(MPI_COMM_WORLD, s0, err, errlen);
     }
-    ghf_gof_result_free(&r); /* zeros on the other ranks */
+    ghf_gof_result_free(&r);
     ghf_gof_boot_free(&bt);
     return st;
 }
@@ -333,23 +317,21 @@ int ghf_cmd_gof(int argc, char **argv)
         return st;
     }
     const ghf_io_plan plan = ghf_gof_plan(&o, file, size);
-    int64_t n = 0, n_all = 0;
+    int64_t n = 0;
     int d = 0;
     st = ghf_io_check(MPI_COMM_WORLD, &plan, &n, &d, err, sizeof err);
     if (!st) st = ghf_law_dim_check(o.data, o.dataset, d, &law, file, err, sizeof err);
+    /* the rows per rank before reading them (all are kept without --drop-nonfinite) */
+    if (!st && !o.drop) st = ghf_gof_rows_check(n, size, err, sizeof err);
     ghf_shard sh;
     memset(&sh, 0, sizeof sh);
-    double *all = NULL;
     if (!st) {
         const ghf_read_opts ro = {.path = o.data, .dataset = o.dataset, .win_len = -1, .drop_nonfinite = o.drop ? 1 : 0,
                                   .granule = 1};
         st = ghf_h5_read_shard(MPI_COMM_WORLD, &ro, &sh, err, sizeof err);
     }
-    if (!st) st = ghf_agree(MPI_COMM_WORLD, gof_gather(MPI_COMM_WORLD, &sh, d, &all, &n_all, err, sizeof err), err,
-                            sizeof err);
-    if (!st) st = gof_run(&o, &law, fam, all, n_all, sh.n_dropped, err, sizeof err);
+    if (!st) st = gof_run(&o, &law, fam, &sh, err, sizeof err);
     if (st) ghf_error0("%s", err);
-    free(all);
     ghf_shard_free(&sh);
     ghf_fit_law_free(&law);
     return st;

@@ -49,9 +49,10 @@ typedef struct ghf_gof_opts {
 int ghf_gof_parse(int argc, char **argv, ghf_gof_opts *o);
 /* The io plan of `ghfit gof` (file: the result file of --model). */
 ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks);
-/* gof gathers n rows x d on rank 0: 0, or 2 with gof's message when that is
- * more than an int counts. */
-int ghf_gof_rows_check(int64_t n, int d, char *err, size_t errlen);
+/* gof sorts each column of n rows across `ranks` ranks: 0, or 2 with gof's
+ * message when a rank's share (n / ranks) is 2^31 values or more (MPI
+ * counts; an uneven sort can still refuse a little below, at run time). */
+int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen);
 /* n finite rows: 0, or 2 with gof's message when fewer than 2. */
 int ghf_gof_min_rows(const ghf_gof_opts *o, int64_t n, char *err, size_t errlen);
 

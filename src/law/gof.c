@@ -26,25 +26,59 @@
 
 static double clamp01(double p) { return p < 0.0 ? 0.0 : p > 1.0 ? 1.0 : p; }
 
-void ghf_gof_stats(const double *u, size_t n, ghf_gof_stat *s)
+void ghf_gof_stats_part(const double *u, size_t m, size_t off, size_t n, ghf_gof_part *p)
 {
     const double nn = (double)n;
-    double D = 0.0, ad = 0.0, cvm = 1.0 / (12.0 * nn);
-    for (size_t i = 0; i < n; i++) {
-        const double ui = u[i], k = (double)i;
-        D = fmax(D, fmax((k + 1.0) / nn - ui, ui - k / nn));
-        const double lo = fmin(fmax(ui, 1e-300), 1.0 - 1e-16);
-        const double hi = fmin(fmax(u[n - 1 - i], 1e-300), 1.0 - 1e-16);
-        ad += (2.0 * k + 1.0) * (log(lo) + log1p(-hi));
-        const double e = ui - (2.0 * k + 1.0) / (2.0 * nn);
-        cvm += e * e;
+    /* OpenMP: each thread's terms into its own part, the parts merged
+     * exactly (any order of merges gives the same sums) */
+#pragma omp parallel if (m > 100000)
+    {
+        ghf_gof_part t;
+        ghf_gof_part_init(&t);
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < m; i++) {
+            const double ui = u[i], k = (double)(off + i) + 1.0; /* the 1-based global order */
+            t.ks = fmax(t.ks, fmax(k / nn - ui, ui - (k - 1.0) / nn));
+            const double c = fmin(fmax(ui, 1e-300), 1.0 - 1e-16);
+            ghf_xsum_add(&t.ad, (2.0 * k - 1.0) * log(c));
+            ghf_xsum_add(&t.ad, (2.0 * nn - 2.0 * k + 1.0) * log1p(-c));
+            const double e = ui - (2.0 * k - 1.0) / (2.0 * nn);
+            ghf_xsum_add(&t.cvm, e * e);
+        }
+#pragma omp critical(ghf_gof_stats_part)
+        {
+            p->ks = fmax(p->ks, t.ks);
+            ghf_xsum_merge(&p->ad, &t.ad);
+            ghf_xsum_merge(&p->cvm, &t.cvm);
+        }
     }
-    s->ks = D;
-    s->ad = -nn - ad / nn;
-    s->cvm = cvm;
-    s->ks_p = ghf_gof_ks_pvalue(D, n);
+}
+
+void ghf_gof_part_init(ghf_gof_part *p)
+{
+    p->ks = 0.0;
+    ghf_xsum_init(&p->ad);
+    ghf_xsum_init(&p->cvm);
+}
+
+void ghf_gof_stats_finish(ghf_gof_part *p, size_t n, ghf_gof_stat *s)
+{
+    const double nn = (double)n;
+    ghf_xsum_add(&p->cvm, 1.0 / (12.0 * nn));
+    s->ks = p->ks;
+    s->ad = -nn - ghf_xsum_value(&p->ad) / nn;
+    s->cvm = ghf_xsum_value(&p->cvm);
+    s->ks_p = ghf_gof_ks_pvalue(s->ks, n);
     s->ad_p = ghf_gof_ad_pvalue(s->ad);
     s->cvm_p = ghf_gof_cvm_pvalue(s->cvm);
+}
+
+void ghf_gof_stats(const double *u, size_t n, ghf_gof_stat *s)
+{
+    ghf_gof_part p;
+    ghf_gof_part_init(&p);
+    ghf_gof_stats_part(u, n, 0, n, &p);
+    ghf_gof_stats_finish(&p, n, s);
 }
 
 double ghf_gof_ks_pvalue(double D, size_t n)
@@ -102,7 +136,7 @@ double ghf_gof_cvm_pvalue(double x)
  * PITs of a sorted sample
  * -------------------------------------------------------------------------*/
 
-static int pit_exact(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, double *u)
+int ghf_gof_pit_exact(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, double *u)
 {
     int bad = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : bad)
@@ -113,9 +147,12 @@ static int pit_exact(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *c
     return bad;
 }
 
-/* knot ranks: nknots evenly spread ranks and the 32 extreme ones at each end,
- * sorted, distinct x values only (ties keep the first rank). */
-static size_t knot_ranks(const double *xs, size_t n, size_t nknots, size_t *rk)
+int ghf_gof_knotted(size_t n, size_t nexact, size_t nknots)
+{
+    return !(n <= nexact || n <= nknots + 64 || nknots < 3);
+}
+
+size_t ghf_gof_knot_cand(size_t n, size_t nknots, size_t *rk)
 {
     size_t m = 0;
     for (size_t k = 0; k < nknots + 64; k++) {
@@ -125,68 +162,112 @@ static size_t knot_ranks(const double *xs, size_t n, size_t nknots, size_t *rk)
         else r = n - 32 + (k - 32 - nknots);
         rk[m++] = r;
     }
-    /* sort (insertion sort is enough: three increasing runs) and dedupe by x */
+    /* sort (insertion sort is enough: three increasing runs) */
     for (size_t i = 1; i < m; i++) {
         size_t v = rk[i], j = i;
         while (j > 0 && rk[j - 1] > v) rk[j] = rk[j - 1], j--;
         rk[j] = v;
     }
+    return m;
+}
+
+size_t ghf_gof_knot_dedupe(size_t *rk, double *kx, size_t m)
+{
     size_t o = 0;
     for (size_t i = 0; i < m; i++)
-        if (o == 0 || xs[rk[i]] > xs[rk[o - 1]]) rk[o++] = rk[i];
+        if (o == 0 || kx[i] > kx[o - 1]) rk[o] = rk[i], kx[o] = kx[i], o++;
     return o;
+}
+
+int ghf_gof_interp_init(ghf_gof_interp *I, const double *kx, double *ku, size_t m)
+{
+    /* interpolate the probit Phi^-1(F) (close to linear or sqrt-like in the
+     * tails, where F itself is exponential or a power) */
+    for (size_t k = 0; k < m; k++) ku[k] = gsl_cdf_ugaussian_Pinv(fmin(fmax(ku[k], 1e-300), 1.0 - 0x1p-53));
+    I->kx = kx, I->pk = ku, I->m = m;
+    gsl_interp *ip = gsl_interp_alloc(gsl_interp_steffen, m);
+    I->ip = ip;
+    return !ip || gsl_interp_init(ip, kx, ku, m) != GSL_SUCCESS;
+}
+
+void ghf_gof_interp_free(ghf_gof_interp *I)
+{
+    if (I->ip) gsl_interp_free(I->ip);
+    I->ip = NULL;
+}
+
+void ghf_gof_interp_eval(const ghf_gof_interp *I, const double *xs, size_t n, double *u)
+{
+#pragma omp parallel
+    {
+        gsl_interp_accel *acc = gsl_interp_accel_alloc();
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n; i++) u[i] = gsl_cdf_ugaussian_P(gsl_interp_eval(I->ip, I->kx, I->pk, xs[i], acc));
+        gsl_interp_accel_free(acc);
+    }
+}
+
+size_t ghf_gof_err_ranks(const size_t *rk, size_t m, size_t *pos)
+{
+    size_t ng = 0; /* knot intervals that hold sample points */
+    for (size_t j = 0; j + 1 < m; j++) ng += rk[j + 1] > rk[j] + 1;
+    const size_t nc = ng < GHF_GOF_ERR_POINTS ? ng : GHF_GOF_ERR_POINTS;
+    for (size_t c = 0, g = 0, want = 0, j = 0; c < nc; c++) {
+        want = nc == ng ? c : (size_t)((double)c * (double)(ng - 1) / (double)(nc - 1));
+        for (;; j++) { /* the want-th such interval (want increases with c) */
+            if (rk[j + 1] > rk[j] + 1) {
+                if (g == want) break;
+                g++;
+            }
+        }
+        pos[c] = (rk[j] + rk[j + 1]) / 2;
+    }
+    return nc;
+}
+
+int ghf_gof_interp_err(const ghf_gof_interp *I, ghf_gof_cdf_fn f, const void *ctx, const double *xm, size_t nc,
+                       double *maxerr)
+{
+    double err = 0.0;
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 4) reduction(max : err) reduction(| : bad)
+    for (size_t c = 0; c < nc; c++) {
+        double ex;
+        int s = f(ctx, xm[c], &ex);
+        if (s && s != GHF_UNI_EACC) bad |= 1;
+        else err = fmax(err, fabs(gsl_cdf_ugaussian_P(gsl_interp_eval(I->ip, I->kx, I->pk, xm[c], NULL)) - ex));
+    }
+    *maxerr = err;
+    return bad;
 }
 
 int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, size_t nexact,
                        size_t nknots, double *u, double *maxerr)
 {
     *maxerr = 0.0;
-    if (n <= nexact || n <= nknots + 64 || nknots < 3) return pit_exact(xs, n, f, ctx, u);
-    size_t *rk = malloc((nknots + 64) * sizeof *rk);
+    if (!ghf_gof_knotted(n, nexact, nknots)) return ghf_gof_pit_exact(xs, n, f, ctx, u);
+    size_t *rk = malloc((nknots + 64) * sizeof *rk), pos[GHF_GOF_ERR_POINTS];
     double *kx = malloc((nknots + 64) * sizeof *kx), *ku = malloc((nknots + 64) * sizeof *ku);
-    const size_t m = rk ? knot_ranks(xs, n, nknots, rk) : 0;
+    double xm[GHF_GOF_ERR_POINTS];
     int st = !rk || !kx || !ku;
-    if (!st && m < 3) st = pit_exact(xs, n, f, ctx, u);
-    else if (!st) {
+    size_t m = 0;
+    if (!st) {
+        m = ghf_gof_knot_cand(n, nknots, rk);
         for (size_t k = 0; k < m; k++) kx[k] = xs[rk[k]];
-        st = pit_exact(kx, m, f, ctx, ku);
+        m = ghf_gof_knot_dedupe(rk, kx, m);
     }
+    if (!st && m < 3) st = ghf_gof_pit_exact(xs, n, f, ctx, u);
+    else if (!st) st = ghf_gof_pit_exact(kx, m, f, ctx, ku);
     if (!st && m >= 3) {
-        /* interpolate the probit Phi^-1(F) (close to linear or sqrt-like in
-         * the tails, where F itself is exponential or a power) */
-        for (size_t k = 0; k < m; k++) ku[k] = gsl_cdf_ugaussian_Pinv(fmin(fmax(ku[k], 1e-300), 1.0 - 0x1p-53));
-        gsl_interp *ip = gsl_interp_alloc(gsl_interp_steffen, m);
-        st = !ip || gsl_interp_init(ip, kx, ku, m) != GSL_SUCCESS;
+        ghf_gof_interp I;
+        st = ghf_gof_interp_init(&I, kx, ku, m);
         if (!st) {
-#pragma omp parallel
-            {
-                gsl_interp_accel *acc = gsl_interp_accel_alloc();
-#pragma omp for schedule(static)
-                for (size_t i = 0; i < n; i++) u[i] = gsl_cdf_ugaussian_P(gsl_interp_eval(ip, kx, ku, xs[i], acc));
-                gsl_interp_accel_free(acc);
-            }
-            /* the interpolation's error at the middle sample point of up to 256
-             * knot intervals that hold sample points */
-            size_t *gap = malloc((m - 1) * sizeof *gap), ng = 0;
-            for (size_t j = 0; gap && j + 1 < m; j++)
-                if (rk[j + 1] > rk[j] + 1) gap[ng++] = j;
-            const size_t nc = ng < 256 ? ng : 256;
-            double err = 0.0;
-            int bad = !gap;
-#pragma omp parallel for schedule(dynamic, 4) reduction(max : err) reduction(| : bad)
-            for (size_t c = 0; c < nc; c++) {
-                const size_t j = gap[nc == ng ? c : (size_t)((double)c * (double)(ng - 1) / (double)(nc - 1))];
-                const double xm = xs[(rk[j] + rk[j + 1]) / 2];
-                double ex;
-                int s = f(ctx, xm, &ex);
-                if (s && s != GHF_UNI_EACC) bad |= 1;
-                else err = fmax(err, fabs(gsl_cdf_ugaussian_P(gsl_interp_eval(ip, kx, ku, xm, NULL)) - ex));
-            }
-            free(gap);
-            st = bad;
-            *maxerr = err;
+            ghf_gof_interp_eval(&I, xs, n, u);
+            const size_t nc = ghf_gof_err_ranks(rk, m, pos);
+            for (size_t c = 0; c < nc; c++) xm[c] = xs[pos[c]];
+            st = ghf_gof_interp_err(&I, f, ctx, xm, nc, maxerr);
         }
-        if (ip) gsl_interp_free(ip);
+        ghf_gof_interp_free(&I);
     }
     free(rk);
     free(kx);
@@ -335,22 +416,35 @@ typedef struct xi_pair {
     size_t i;
 } xi_pair;
 
+/* by value, ties by row: the same order as the distributed sort */
 static int xi_cmp(const void *a, const void *b)
 {
-    const double x = ((const xi_pair *)a)->x, y = ((const xi_pair *)b)->x;
-    return x < y ? -1 : x > y ? 1 : 0;
+    const xi_pair *p = a, *q = b;
+    if (p->x < q->x) return -1;
+    if (p->x > q->x) return 1;
+    return p->i < q->i ? -1 : p->i > q->i;
 }
 
-static int uni_cdf_fn(const void *ctx, double x, double *u) { return ghf_uni_cdf(ctx, x, u); }
+int ghf_gof_uni_cdf(const void *ctx, double x, double *u) { return ghf_uni_cdf(ctx, x, u); }
 
-/* the sample quantile at prob of sorted v (linear between order statistics,
- * h = (n - 1) prob: R's type 7) */
-static double sample_quantile(const xi_pair *v, size_t n, double prob)
+size_t ghf_gof_qq_lo(size_t n, double prob)
+{
+    const size_t lo = (size_t)floor((double)(n - 1) * prob);
+    return lo + 1 >= n ? n - 1 : lo;
+}
+
+double ghf_gof_qq_value(size_t n, double prob, double vlo, double vnext)
 {
     const double h = (double)(n - 1) * prob;
     const size_t lo = (size_t)floor(h);
-    if (lo + 1 >= n) return v[n - 1].x;
-    return v[lo].x + (h - (double)lo) * (v[lo + 1].x - v[lo].x);
+    if (lo + 1 >= n) return vlo;
+    return vlo + (h - (double)lo) * (vnext - vlo);
+}
+
+int ghf_gof_model_quantile(const void *ctx, int radial, int Q, int k, double *q)
+{
+    const double prob = (k + 0.5) / Q;
+    return radial ? ghf_radial_quantile(ctx, prob, q) : ghf_uni_quantile(ctx, prob, q);
 }
 
 /* PITs of one column (pairs sorted on return), their statistics and the QQ
@@ -365,7 +459,7 @@ static int gof_column(const ghf_gof_input *in, xi_pair *v, double *xs, double *u
     double e = 0.0;
     if (ghf_gof_pit_sorted(xs, n, f, ctx, in->nexact, in->nknots, u, &e) != 0) return 1;
     out->pit_err = fmax(out->pit_err, e);
-    if (!(n <= in->nexact || n <= in->nknots + 64)) out->exact = 0;
+    if (ghf_gof_knotted(n, in->nexact, in->nknots)) out->exact = 0;
     ghf_gof_stats(u, n, st);
     if (pit)
         for (size_t i = 0; i < n; i++) pit[v[i].i * (size_t)stride + (size_t)col] = u[i];
@@ -373,19 +467,15 @@ static int gof_column(const ghf_gof_input *in, xi_pair *v, double *xs, double *u
 #pragma omp parallel for schedule(dynamic, 4) reduction(+ : neacc)
     for (int k = 0; k < in->Q; k++) {
         const double prob = (k + 0.5) / in->Q;
-        double q;
-        int s = radial ? ghf_radial_quantile(ctx, prob, &q) : ghf_uni_quantile(ctx, prob, &q);
-        neacc += s != GHF_UNI_OK;
-        qq[2 * k] = q;
-        qq[2 * k + 1] = sample_quantile(v, n, prob);
+        neacc += ghf_gof_model_quantile(ctx, radial, in->Q, k, &qq[2 * k]) != GHF_UNI_OK;
+        const size_t lo = ghf_gof_qq_lo(n, prob);
+        qq[2 * k + 1] = ghf_gof_qq_value(n, prob, xs[lo], xs[lo + 1 < n ? lo + 1 : lo]);
     }
     out->n_eacc += neacc;
     return 0;
 }
 
-/* q_i = |L^-1 (x_i - mu)|^2 into v (with i) and delta2; 0 or 2 (Sigma not
- * positive definite). */
-static int radial_values(const ghf_gof_input *in, xi_pair *v, double *delta2)
+int ghf_gof_radial_q(const ghf_gof_input *in, const double *x, size_t n, double *q, double *delta2)
 {
     const int d = in->d;
     gsl_matrix *L = gsl_matrix_alloc((size_t)d, (size_t)d);
@@ -406,13 +496,12 @@ static int radial_values(const ghf_gof_input *in, xi_pair *v, double *delta2)
     {
         gsl_vector *z = gsl_vector_alloc((size_t)d);
 #pragma omp for schedule(static)
-        for (size_t i = 0; i < in->n; i++) {
-            for (int j = 0; j < d; j++) z->data[j] = in->x[i * (size_t)d + (size_t)j] - in->mu[j];
+        for (size_t i = 0; i < n; i++) {
+            for (int j = 0; j < d; j++) z->data[j] = x[i * (size_t)d + (size_t)j] - in->mu[j];
             gsl_blas_dtrsv(CblasLower, CblasNoTrans, CblasNonUnit, L, z);
-            double q = 0.0;
-            for (int j = 0; j < d; j++) q += z->data[j] * z->data[j];
-            v[i].x = q;
-            v[i].i = i;
+            double s = 0.0;
+            for (int j = 0; j < d; j++) s += z->data[j] * z->data[j];
+            q[i] = s;
         }
         gsl_vector_free(z);
     }
@@ -435,7 +524,7 @@ void ghf_gof_result_free(ghf_gof_result *r)
     memset(r, 0, sizeof *r);
 }
 
-static int result_alloc(const ghf_gof_input *in, ghf_gof_result *r)
+int ghf_gof_result_alloc(const ghf_gof_input *in, ghf_gof_result *r)
 {
     const size_t d = (size_t)in->d, Q = in->Q > 0 ? (size_t)in->Q : 1; /* Q = 0: no QQ table */
     memset(r, 0, sizeof *r);
@@ -469,7 +558,7 @@ int ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, siz
     const size_t n = in->n, d = (size_t)in->d;
     xi_pair *v = malloc(n * sizeof *v);
     double *xs = malloc(n * sizeof *xs), *u = malloc(n * sizeof *u);
-    int st = (!v || !xs || !u || result_alloc(in, out)) ? 1 : 0;
+    int st = (!v || !xs || !u || ghf_gof_result_alloc(in, out)) ? 1 : 0;
     if (st) snprintf(err, errlen, "gof: out of memory for %zu rows", n);
     for (size_t j = 0; j < d && !st; j++) {
         if (!(in->sigma[j * d + j] > 0.0)) {
@@ -480,7 +569,7 @@ int ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, siz
         const ghf_uni_law L = {&mx, in->mu[j], in->gauss ? 0.0 : in->gamma[j], sqrt(in->sigma[j * d + j])};
         for (size_t i = 0; i < n; i++) v[i].x = in->x[i * d + j], v[i].i = i;
         ghf_gof_stat s;
-        if (gof_column(in, v, xs, u, uni_cdf_fn, &L, 0, &s, out->qq + j * (size_t)in->Q * 2, out->pit, (int)d,
+        if (gof_column(in, v, xs, u, ghf_gof_uni_cdf, &L, 0, &s, out->qq + j * (size_t)in->Q * 2, out->pit, (int)d,
                        (int)j, out)) {
             snprintf(err, errlen, "gof: the cdf of margin %zu failed", j);
             st = 1;
@@ -492,7 +581,8 @@ int ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, siz
         if (in->tick) in->tick(in->tick_arg);
     }
     if (!st) {
-        st = radial_values(in, v, &out->delta2);
+        st = ghf_gof_radial_q(in, in->x, n, xs, &out->delta2);
+        for (size_t i = 0; !st && i < n; i++) v[i].x = xs[i], v[i].i = i;
         if (st == 2) snprintf(err, errlen, "the fit's Sigma is not positive definite");
         if (st == 1) snprintf(err, errlen, "gof: out of memory");
     }

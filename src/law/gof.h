@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "uni1d.h"
+#include "xsum.h"
 
 typedef struct ghf_gof_stat {
     double ks, ad, cvm;       /* D_n, A^2, W^2 */
@@ -30,8 +31,27 @@ typedef struct ghf_gof_stat {
 } ghf_gof_stat;
 
 /* u sorted ascending, n >= 1; values are clamped to [1e-300, 1 - 1e-16]
- * inside the logarithms of A^2. */
+ * inside the logarithms of A^2.  With u_(k) the k-th smallest (k = 1..n):
+ *   D   = max_k max(k/n - u_(k), u_(k) - (k-1)/n),
+ *   A^2 = -n - (1/n) sum_k [(2k-1) log u_(k) + (2n-2k+1) log(1 - u_(k))],
+ *   W^2 = 1/(12n) + sum_k (u_(k) - (2k-1)/(2n))^2,
+ * every term a function of (k, u_(k)) alone, and the sums exact
+ * (kernels/xsum.h): the same bits whichever pieces of the order they are
+ * formed in (ghf_gof_stats_part over the ranks' segments of a distributed
+ * sort, src/pipeline/gofdist.h). */
 void ghf_gof_stats(const double *u, size_t n, ghf_gof_stat *s);
+
+/* The statistics in pieces: a part holds the largest KS term and the exact
+ * sums of the A^2 and W^2 terms of the order statistics seen so far. */
+typedef struct ghf_gof_part {
+    double ks;
+    ghf_xsum ad, cvm;
+} ghf_gof_part;
+void ghf_gof_part_init(ghf_gof_part *p);
+/* Add the terms of u[0..m), the order statistics off+1 .. off+m of n. */
+void ghf_gof_stats_part(const double *u, size_t m, size_t off, size_t n, ghf_gof_part *p);
+/* The statistics and p-values of a part that has seen all n (p is consumed). */
+void ghf_gof_stats_finish(ghf_gof_part *p, size_t n, ghf_gof_stat *s);
 /* P(sqrt(n) D_n > ...) by Kolmogorov's limit with Stephens' correction
  * lambda = (sqrt(n) + 0.12 + 0.11/sqrt(n)) D. */
 double ghf_gof_ks_pvalue(double D, size_t n);
@@ -52,6 +72,50 @@ typedef int (*ghf_gof_cdf_fn)(const void *ctx, double x, double *u);
  * when a cdf call failed or memory ran out. */
 int ghf_gof_pit_sorted(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, size_t nexact,
                        size_t nknots, double *u, double *maxerr);
+
+/* The pieces of ghf_gof_pit_sorted, shared with the distributed PITs of
+ * src/pipeline/gofdist.c (each piece of the math exists once):
+ * ghf_gof_knotted: 1 when n values take knots and interpolation.
+ * ghf_gof_knot_cand: the candidate knot ranks (0-based order statistics of
+ *   n), nknots + 64 of them ascending (repeats possible) into rk.
+ * ghf_gof_knot_dedupe: keep the candidates of strictly increasing value
+ *   (kx[i] the value at rk[i]; ties keep the first rank); compacts rk and kx,
+ *   returns how many are left (fewer than 3: every value is computed exactly).
+ * ghf_gof_pit_exact: u[i] = F(xs[i]) (OpenMP); nonzero when a cdf call failed.
+ * ghf_gof_interp_*: Steffen's monotone cubic through (kx, Phi^-1(ku)) (init
+ *   turns ku into probits in place and keeps pointers to both).
+ * ghf_gof_err_ranks: the ranks (into pos, up to GHF_GOF_ERR_POINTS) of the
+ *   middle sample point of up to that many knot intervals that hold sample
+ *   points; ghf_gof_interp_err: the largest |interpolated - exact| at the
+ *   values xm of those ranks. */
+#define GHF_GOF_ERR_POINTS 256
+typedef struct ghf_gof_interp {
+    void *ip;            /* gsl_interp */
+    const double *kx, *pk;
+    size_t m;
+} ghf_gof_interp;
+int    ghf_gof_knotted(size_t n, size_t nexact, size_t nknots);
+size_t ghf_gof_knot_cand(size_t n, size_t nknots, size_t *rk);
+size_t ghf_gof_knot_dedupe(size_t *rk, double *kx, size_t m);
+int    ghf_gof_pit_exact(const double *xs, size_t n, ghf_gof_cdf_fn f, const void *ctx, double *u);
+int    ghf_gof_interp_init(ghf_gof_interp *I, const double *kx, double *ku, size_t m);
+void   ghf_gof_interp_eval(const ghf_gof_interp *I, const double *xs, size_t n, double *u);
+void   ghf_gof_interp_free(ghf_gof_interp *I);
+size_t ghf_gof_err_ranks(const size_t *rk, size_t m, size_t *pos);
+int    ghf_gof_interp_err(const ghf_gof_interp *I, ghf_gof_cdf_fn f, const void *ctx, const double *xm, size_t nc,
+                          double *maxerr);
+
+/* A margin's cdf: a ghf_gof_cdf_fn with ctx a ghf_uni_law. */
+int ghf_gof_uni_cdf(const void *ctx, double x, double *u);
+/* QQ tables: the sample quantile at prob of n sorted values, R's type 7
+ * (h = (n - 1) prob, linear between order statistics lo = floor(h) and
+ * lo + 1): ghf_gof_qq_lo gives lo (n - 1 at the top), ghf_gof_qq_value the
+ * quantile from the values at lo and lo + 1 (vnext unused at the top). */
+size_t ghf_gof_qq_lo(size_t n, double prob);
+double ghf_gof_qq_value(size_t n, double prob, double vlo, double vnext);
+/* The model quantile at (k + 0.5)/Q (radial: ctx a ghf_radial_law, else a
+ * ghf_uni_law); GHF_UNI_OK or the status of the quantile. */
+int ghf_gof_model_quantile(const void *ctx, int radial, int Q, int k, double *q);
 
 /* The noncentral chi-square cdf P(chi2(k, lambda) <= x), k > 0, lambda >= 0. */
 double ghf_ncx2_cdf(double x, double k, double lambda);
@@ -98,9 +162,17 @@ typedef struct ghf_gof_result {
     int n_eacc;                         /* quantiles that missed their tolerance */
 } ghf_gof_result;
 
+/* q[i] = (x_i - mu)' Sigma^-1 (x_i - mu) of the n rows x (row-major, in->d
+ * columns) and delta2 = gamma' Sigma^-1 gamma; 0, 1 (out of memory) or 2
+ * (Sigma not positive definite). */
+int ghf_gof_radial_q(const ghf_gof_input *in, const double *x, size_t n, double *q, double *delta2);
+
 /* 0; 2 with a message (Sigma not positive definite, an invalid subordinator);
  * 1 out of memory or a failed cdf.  On failure nothing is left to free. */
 int  ghf_gof_compute(const ghf_gof_input *in, ghf_gof_result *out, char *err, size_t errlen);
 void ghf_gof_result_free(ghf_gof_result *r);
+/* The arrays of a result for in (pit and rpit when in->want_pit), exact = 1;
+ * 0, or 1 out of memory (then ghf_gof_result_free frees what was got). */
+int  ghf_gof_result_alloc(const ghf_gof_input *in, ghf_gof_result *r);
 
 #endif /* GHF_LAW_GOF_H */
