@@ -117,6 +117,20 @@ GHF_HD static inline void ghf_xsum_merge(ghf_xsum *a, const ghf_xsum *b)
     for (int i = 0; i + s < GHF_XSUM_K; i++) a->bin[i + s] += b->bin[i];
 }
 
+/* Carries moved up (bins 1.. into [0, 2^W)): the same value and the same
+ * ghf_xsum_value, and room for 2^31 more additions of normalised
+ * accumulators; it changes what a later ghf_xsum_align drops, so normalise
+ * only an accumulator that is complete (all its values added and reduced). */
+GHF_HD static inline void ghf_xsum_normalize(ghf_xsum *a)
+{
+    if (a->top == GHF_XSUM_EMPTY) return;
+    for (int i = GHF_XSUM_K - 1; i >= 1; i--) {
+        const int64_t c = a->bin[i] >> GHF_XSUM_W; /* floor division by 2^W (arithmetic shift) */
+        a->bin[i] -= c * ((int64_t)1 << GHF_XSUM_W);
+        a->bin[i - 1] += c;
+    }
+}
+
 /* The sum as a double, correctly rounded from the exact binned value: carries
  * normalised (bins 1.. in [0, 2^W)), the bins joined into one 128-bit integer
  * (the headroom bin holds at most the number of values added) and scaled.

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gof.h"
 #include "testutil.h"
@@ -132,8 +133,49 @@ static void check_stats_and_pit(void)
     free(v);
 }
 
+/* The exact sums per block of GHF_GOF_XBLOCK order statistics (an xsum's
+ * int64 bins take 2^31 additions; A^2 adds 2 per row): a piece across a
+ * block boundary gives the same blocks whichever calls it is split into,
+ * and the joined sums equal a long double reference. */
+static void check_stats_blocks(void)
+{
+    CHECK(ghf_gof_xblocks(1) == 1 && ghf_gof_xblocks(GHF_GOF_XBLOCK) == 1 && ghf_gof_xblocks(GHF_GOF_XBLOCK + 1) == 2 &&
+              ghf_gof_xblocks(GHF_GOF_MAX_N) == GHF_GOF_XBLOCKS,
+          "ghf_gof_xblocks");
+    const size_t m = 300000, off = GHF_GOF_XBLOCK - 100000, n = GHF_GOF_XBLOCK + 500000;
+    double *u = malloc(m * sizeof *u);
+    for (size_t i = 0; i < m; i++) u[i] = ((double)(off + i) + 0.25 + 0.5 * sin((double)i)) / (double)n;
+    static ghf_gof_part a, b;
+    ghf_gof_part_init(&a);
+    ghf_gof_part_init(&b);
+    ghf_gof_stats_part(u, m, off, n, &a);
+    ghf_gof_stats_part(u, 70000, off, n, &b);                                  /* block 0 only */
+    ghf_gof_stats_part(u + 70000, 150000, off + 70000, n, &b);                 /* across the boundary */
+    ghf_gof_stats_part(u + 220000, m - 220000, off + 220000, n, &b);           /* block 1 only */
+    CHECK(a.ad[0].top != GHF_XSUM_EMPTY && a.ad[1].top != GHF_XSUM_EMPTY && a.ad[2].top == GHF_XSUM_EMPTY,
+          "stats part: blocks 0 and 1 hold terms, block 2 none");
+    CHECK(memcmp(&a, &b, sizeof a) == 0, "stats part: the same blocks whatever the split");
+    /* the same double terms as gof.c, summed in long double */
+    long double ad = 0.0L, cvm = 0.0L;
+    const double nn = (double)n;
+    for (size_t i = 0; i < m; i++) {
+        const double k = (double)(off + i) + 1.0, c = fmin(fmax(u[i], 1e-300), 1.0 - 1e-16);
+        ad += (long double)((2.0 * k - 1.0) * log(c)) + (long double)((2.0 * nn - 2.0 * k + 1.0) * log1p(-c));
+        const double e = u[i] - (2.0 * k - 1.0) / (2.0 * nn);
+        cvm += (long double)(e * e);
+    }
+    cvm += (long double)(1.0 / (12.0 * nn));
+    ghf_gof_stat s;
+    ghf_gof_stats_finish(&a, n, &s);
+    const double want_ad = -nn - (double)ad / nn;
+    CHECK(fabs(s.ad - want_ad) <= 1e-6 && fabs(s.cvm - (double)cvm) <= 1e-13 * (double)cvm,
+          "joined blocks: A^2 %.17g want %.17g, W^2 %.17g want %.17g", s.ad, want_ad, s.cvm, (double)cvm);
+    free(u);
+}
+
 int main(void)
 {
+    check_stats_blocks();
     check_pvalues();
     check_ncx2();
     check_radial_t();

@@ -143,6 +143,11 @@ ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks)
 int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen)
 {
     if (ranks < 1) ranks = 1;
+    if (n > (int64_t)GHF_GOF_MAX_N) {
+        snprintf(err, errlen, "gof: %lld rows: at most %lld (2^35) per column (the exact sums of the statistics)",
+                 (long long)n, (long long)GHF_GOF_MAX_N);
+        return 2;
+    }
     if ((n + ranks - 1) / ranks < INT_MAX) return 0;
     snprintf(err, errlen,
              "gof: %lld rows on %d rank%s: each rank sorts its share of every column, fewer than 2^31 values "

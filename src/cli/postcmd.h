@@ -51,7 +51,8 @@ int ghf_gof_parse(int argc, char **argv, ghf_gof_opts *o);
 ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks);
 /* gof sorts each column of n rows across `ranks` ranks: 0, or 2 with gof's
  * message when a rank's share (n / ranks) is 2^31 values or more (MPI
- * counts; an uneven sort can still refuse a little below, at run time). */
+ * counts; an uneven sort can still refuse a little below, at run time), or
+ * when n passes GHF_GOF_MAX_N = 2^35 (src/law/gof.h: the exact sums). */
 int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen);
 /* n finite rows: 0, or 2 with gof's message when fewer than 2. */
 int ghf_gof_min_rows(const ghf_gof_opts *o, int64_t n, char *err, size_t errlen);

@@ -24,19 +24,29 @@
  * Statistics and asymptotic p-values
  * -------------------------------------------------------------------------*/
 
+typedef struct thread_part { /* one thread's share of one block */
+    double ks;
+    ghf_xsum ad, cvm;
+} thread_part;
+
 static double clamp01(double p) { return p < 0.0 ? 0.0 : p > 1.0 ? 1.0 : p; }
 
-void ghf_gof_stats_part(const double *u, size_t m, size_t off, size_t n, ghf_gof_part *p)
+/* The terms of u[i0..i1) (global orders off + i + 1, all in one block) into
+ * *ks and the block's accumulators. */
+static void stats_block(const double *u, size_t i0, size_t i1, size_t off, size_t n, double *ks, ghf_xsum *ad,
+                        ghf_xsum *cvm)
 {
     const double nn = (double)n;
-    /* OpenMP: each thread's terms into its own part, the parts merged
-     * exactly (any order of merges gives the same sums) */
-#pragma omp parallel if (m > 100000)
+    /* OpenMP: each thread's terms into its own accumulators, merged exactly
+     * (any order of merges gives the same sums) */
+#pragma omp parallel if (i1 - i0 > 100000)
     {
-        ghf_gof_part t;
-        ghf_gof_part_init(&t);
+        thread_part t;
+        t.ks = 0.0;
+        ghf_xsum_init(&t.ad);
+        ghf_xsum_init(&t.cvm);
 #pragma omp for schedule(static)
-        for (size_t i = 0; i < m; i++) {
+        for (size_t i = i0; i < i1; i++) {
             const double ui = u[i], k = (double)(off + i) + 1.0; /* the 1-based global order */
             t.ks = fmax(t.ks, fmax(k / nn - ui, ui - (k - 1.0) / nn));
             const double c = fmin(fmax(ui, 1e-300), 1.0 - 1e-16);
@@ -47,27 +57,57 @@ void ghf_gof_stats_part(const double *u, size_t m, size_t off, size_t n, ghf_gof
         }
 #pragma omp critical(ghf_gof_stats_part)
         {
-            p->ks = fmax(p->ks, t.ks);
-            ghf_xsum_merge(&p->ad, &t.ad);
-            ghf_xsum_merge(&p->cvm, &t.cvm);
+            *ks = fmax(*ks, t.ks);
+            ghf_xsum_merge(ad, &t.ad);
+            ghf_xsum_merge(cvm, &t.cvm);
         }
+    }
+}
+
+int ghf_gof_xblocks(size_t n)
+{
+    const size_t nb = n > 0 ? (n - 1) / GHF_GOF_XBLOCK + 1 : 1;
+    return nb < GHF_GOF_XBLOCKS ? (int)nb : GHF_GOF_XBLOCKS;
+}
+
+void ghf_gof_stats_part(const double *u, size_t m, size_t off, size_t n, ghf_gof_part *p)
+{
+    (void)n;
+    for (size_t i0 = 0; i0 < m;) { /* the pieces of u in each block */
+        size_t b = (off + i0) / GHF_GOF_XBLOCK;
+        const size_t end = (b + 1) * GHF_GOF_XBLOCK - off, i1 = end < m ? end : m;
+        if (b >= GHF_GOF_XBLOCKS) b = GHF_GOF_XBLOCKS - 1; /* n > GHF_GOF_MAX_N: refused before */
+        stats_block(u, i0, i1, off, n, &p->ks, &p->ad[b], &p->cvm[b]);
+        i0 = i1;
     }
 }
 
 void ghf_gof_part_init(ghf_gof_part *p)
 {
     p->ks = 0.0;
-    ghf_xsum_init(&p->ad);
-    ghf_xsum_init(&p->cvm);
+    for (int b = 0; b < GHF_GOF_XBLOCKS; b++) {
+        ghf_xsum_init(&p->ad[b]);
+        ghf_xsum_init(&p->cvm[b]);
+    }
 }
 
 void ghf_gof_stats_finish(ghf_gof_part *p, size_t n, ghf_gof_stat *s)
 {
     const double nn = (double)n;
-    ghf_xsum_add(&p->cvm, 1.0 / (12.0 * nn));
+    ghf_xsum_add(&p->cvm[0], 1.0 / (12.0 * nn));
+    /* the complete blocks, normalised, joined in block order (one block: its own value) */
+    ghf_xsum ad, cvm;
+    ghf_xsum_init(&ad);
+    ghf_xsum_init(&cvm);
+    for (int b = 0; b < ghf_gof_xblocks(n); b++) {
+        ghf_xsum_normalize(&p->ad[b]);
+        ghf_xsum_normalize(&p->cvm[b]);
+        ghf_xsum_merge(&ad, &p->ad[b]);
+        ghf_xsum_merge(&cvm, &p->cvm[b]);
+    }
     s->ks = p->ks;
-    s->ad = -nn - ghf_xsum_value(&p->ad) / nn;
-    s->cvm = ghf_xsum_value(&p->cvm);
+    s->ad = -nn - ghf_xsum_value(&ad) / nn;
+    s->cvm = ghf_xsum_value(&cvm);
     s->ks_p = ghf_gof_ks_pvalue(s->ks, n);
     s->ad_p = ghf_gof_ad_pvalue(s->ad);
     s->cvm_p = ghf_gof_cvm_pvalue(s->cvm);

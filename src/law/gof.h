@@ -30,7 +30,7 @@ typedef struct ghf_gof_stat {
     double ks_p, ad_p, cvm_p; /* asymptotic upper-tail probabilities */
 } ghf_gof_stat;
 
-/* u sorted ascending, n >= 1; values are clamped to [1e-300, 1 - 1e-16]
+/* u sorted ascending, 1 <= n <= GHF_GOF_MAX_N; values are clamped to [1e-300, 1 - 1e-16]
  * inside the logarithms of A^2.  With u_(k) the k-th smallest (k = 1..n):
  *   D   = max_k max(k/n - u_(k), u_(k) - (k-1)/n),
  *   A^2 = -n - (1/n) sum_k [(2k-1) log u_(k) + (2n-2k+1) log(1 - u_(k))],
@@ -42,15 +42,25 @@ typedef struct ghf_gof_stat {
 void ghf_gof_stats(const double *u, size_t n, ghf_gof_stat *s);
 
 /* The statistics in pieces: a part holds the largest KS term and the exact
- * sums of the A^2 and W^2 terms of the order statistics seen so far. */
+ * sums of the A^2 and W^2 terms of the order statistics seen so far, one
+ * pair of accumulators per block of GHF_GOF_XBLOCK order statistics (an
+ * accumulator's int64 bins take at most 2^31 additions, and A^2 adds two
+ * terms per order statistic); ghf_gof_stats_finish joins the complete
+ * blocks in block order.  Hence at most GHF_GOF_MAX_N = 2^35 values. */
+#define GHF_GOF_XBLOCK ((size_t)1 << 29)
+#define GHF_GOF_XBLOCKS 64
+#define GHF_GOF_MAX_N ((size_t)GHF_GOF_XBLOCKS * GHF_GOF_XBLOCK)
 typedef struct ghf_gof_part {
     double ks;
-    ghf_xsum ad, cvm;
+    ghf_xsum ad[GHF_GOF_XBLOCKS], cvm[GHF_GOF_XBLOCKS];
 } ghf_gof_part;
+/* the blocks that n values take (1 .. GHF_GOF_XBLOCKS) */
+int ghf_gof_xblocks(size_t n);
 void ghf_gof_part_init(ghf_gof_part *p);
 /* Add the terms of u[0..m), the order statistics off+1 .. off+m of n. */
 void ghf_gof_stats_part(const double *u, size_t m, size_t off, size_t n, ghf_gof_part *p);
-/* The statistics and p-values of a part that has seen all n (p is consumed). */
+/* The statistics and p-values of a part that has seen all n (p is consumed;
+ * with more than one rank, after its blocks were summed over the ranks). */
 void ghf_gof_stats_finish(ghf_gof_part *p, size_t n, ghf_gof_stat *s);
 /* P(sqrt(n) D_n > ...) by Kolmogorov's limit with Stephens' correction
  * lambda = (sqrt(n) + 0.12 + 0.11/sqrt(n)) D. */

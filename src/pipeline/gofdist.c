@@ -17,9 +17,14 @@ int ghf_gof_stats_dist(MPI_Comm comm, const double *u, size_t m, size_t off, siz
     ghf_gof_part_init(&p);
     ghf_gof_stats_part(u, m, off, n, &p);
     int rc = MPI_Allreduce(MPI_IN_PLACE, &p.ks, 1, MPI_DOUBLE, MPI_MAX, comm) != MPI_SUCCESS;
-    ghf_xsum acc[2] = {p.ad, p.cvm};
-    rc |= ghf_xsum_allreduce(comm, acc, 2);
-    p.ad = acc[0], p.cvm = acc[1];
+    /* every block's accumulators summed over the ranks, then joined */
+    const int nb = ghf_gof_xblocks(n);
+    ghf_xsum acc[2 * GHF_GOF_XBLOCKS];
+    memcpy(acc, p.ad, (size_t)nb * sizeof *acc);
+    memcpy(acc + nb, p.cvm, (size_t)nb * sizeof *acc);
+    rc |= ghf_xsum_allreduce(comm, acc, 2 * nb);
+    memcpy(p.ad, acc, (size_t)nb * sizeof *acc);
+    memcpy(p.cvm, acc + nb, (size_t)nb * sizeof *acc);
     ghf_gof_stats_finish(&p, n, s);
     return rc;
 }
