@@ -128,7 +128,14 @@ static int wsample_cmp(const void *a, const void *b)
     return ghf_sortkey_cmp(&((const wsample *)a)->k, &((const wsample *)b)->k);
 }
 
-static int samples_per_rank(int P) { return P <= 64 ? 8 * P : P <= 512 ? 2 * P : P; }
+/* 8P, 2P or P samples per rank, and at most PSORT_SAMPLES in all: every rank
+ * all-gathers and sorts them (24 bytes each), and MPI displacements are ints */
+#define PSORT_SAMPLES (1 << 22)
+static int samples_per_rank(int P)
+{
+    const int s = P <= 64 ? 8 * P : P <= 512 ? 2 * P : P, cap = PSORT_SAMPLES / P;
+    return s < cap ? s : cap > 0 ? cap : 1;
+}
 
 /* Collective: the cuts b[0..P] of sorted k[0..n): keys b[t] .. b[t+1]-1 go
  * to rank t.  0 or 1 (out of memory, agreed). */

@@ -6,7 +6,8 @@
  * row's global number), so the global order is unique and does not depend on
  * the number of ranks.  Method: every rank sorts its keys (an LSD radix sort
  * over 11-bit digits of the row and of the value's bits), takes up to
- * S regular samples (S = 8P for P <= 64 ranks, 2P up to 512, else P), each
+ * S regular samples (S = 8P for P <= 64 ranks, 2P up to 512, else P, and
+ * S P <= 2^22 in all: 2^22/P beyond 2048 ranks), each
  * weighted by the number of keys it stands for; the samples are all-gathered
  * and sorted, and P - 1 splitters are the samples at which the weighted count
  * passes N t / P; the keys go to their ranks in one MPI_Alltoallv and are
