@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +230,9 @@ typedef struct out_lock {
 } out_lock;
 
 static out_lock g_locks[MAX_LOCKS];
-static int g_n_locks = 0;
+/* atomic (lock-free, seq_cst): a slot is counted only once it is filled, and
+ * uncounted before it is emptied, as ghf_out_abandon in a signal handler sees it */
+static _Atomic int g_n_locks = 0;
 static int g_atexit = 0;
 
 static void unlock_all_atexit(void) { ghf_out_unlock_all(); }
@@ -419,6 +422,7 @@ void ghf_out_unlock_all(void)
 void ghf_out_abandon(void)
 {
     ghf__tmp_unlink_all();
-    for (int i = 0; i < g_n_locks; i++)
+    const int n = g_n_locks;
+    for (int i = 0; i < n; i++)
         if (g_locks[i].lock_path) unlink(g_locks[i].lock_path);
 }

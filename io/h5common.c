@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,19 +280,24 @@ static int write_all(int fd, const unsigned char *buf, size_t n)
 
 /* The temporary files this process is writing (named before they are
  * created, forgotten when renamed or removed), for ghf__tmp_unlink_all on a
- * fatal signal: plain arrays and sig_atomic_t flags only. */
+ * fatal signal: plain arrays and lock-free atomic flags only.  A flag is set
+ * (release) only after its name is complete, and the handler reads it
+ * (acquire) before the name, so that neither the compiler nor another
+ * thread's view (a process signal may run the handler on any thread) can
+ * show it a name half copied. */
 #define TMP_SLOTS 4
 #define TMP_NAME_MAX 4200
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler needs lock-free atomic ints");
 static char g_tmp_name[TMP_SLOTS][TMP_NAME_MAX];
-static volatile sig_atomic_t g_tmp_on[TMP_SLOTS];
+static atomic_int g_tmp_on[TMP_SLOTS];
 
 static void tmp_note(const char *tmp)
 {
     if (strlen(tmp) >= TMP_NAME_MAX) return;
     for (int i = 0; i < TMP_SLOTS; i++)
-        if (!g_tmp_on[i]) {
+        if (!atomic_load_explicit(&g_tmp_on[i], memory_order_relaxed)) {
             memcpy(g_tmp_name[i], tmp, strlen(tmp) + 1);
-            g_tmp_on[i] = 1;
+            atomic_store_explicit(&g_tmp_on[i], 1, memory_order_release);
             return;
         }
 }
@@ -299,7 +305,8 @@ static void tmp_note(const char *tmp)
 static void tmp_forget(const char *tmp)
 {
     for (int i = 0; i < TMP_SLOTS; i++)
-        if (g_tmp_on[i] && strcmp(g_tmp_name[i], tmp) == 0) g_tmp_on[i] = 0;
+        if (atomic_load_explicit(&g_tmp_on[i], memory_order_relaxed) && strcmp(g_tmp_name[i], tmp) == 0)
+            atomic_store_explicit(&g_tmp_on[i], 0, memory_order_release);
 }
 
 void ghf__tmp_release(char *tmp)
@@ -311,7 +318,7 @@ void ghf__tmp_release(char *tmp)
 void ghf__tmp_unlink_all(void)
 {
     for (int i = 0; i < TMP_SLOTS; i++)
-        if (g_tmp_on[i]) unlink(g_tmp_name[i]);
+        if (atomic_load_explicit(&g_tmp_on[i], memory_order_acquire)) unlink(g_tmp_name[i]);
 }
 
 /* Creates "<base>.tmp.<pid>[.<k>]" exclusively: fd, or -1 (errno). */
