@@ -29,25 +29,33 @@ int ghf_gof_stats_dist(MPI_Comm comm, const double *u, size_t m, size_t off, siz
     return rc;
 }
 
+/* Collective: each rank's run of buf (mine entries, at its place in rank
+ * order: the runs follow each other) all-gathered into buf on every rank.
+ * 0 or 1 (agreed). */
+static int gather_run(MPI_Comm comm, size_t mine, double *buf)
+{
+    int P;
+    MPI_Comm_size(comm, &P);
+    int *cnt = malloc(2 * (size_t)P * sizeof(int));
+    if (ghf_any(comm, !cnt)) return free(cnt), 1;
+    int *dsp = cnt + P, me = (int)mine;
+    MPI_Allgather(&me, 1, MPI_INT, cnt, 1, MPI_INT, comm);
+    dsp[0] = 0;
+    for (int r = 1; r < P; r++) dsp[r] = dsp[r - 1] + cnt[r - 1];
+    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_DOUBLE, comm);
+    free(cnt);
+    return rc != MPI_SUCCESS;
+}
+
 /* Collective: kx[i] = the value at global rank rk[i] for all i < M (rk
  * ascending; each rank fills the run it holds, then all-gather).  0 or 1. */
 static int gather_at_ranks(MPI_Comm comm, const double *xs, size_t m, size_t off, const size_t *rk, size_t M,
                            double *kx)
 {
-    int P;
-    MPI_Comm_size(comm, &P);
     size_t a = 0, b;
     while (a < M && rk[a] < off) a++;
     for (b = a; b < M && rk[b] < off + m; b++) kx[b] = xs[rk[b] - off];
-    int *cnt = malloc(2 * (size_t)P * sizeof(int));
-    if (ghf_any(comm, !cnt)) return free(cnt), 1;
-    int *dsp = cnt + P, mine = (int)(b - a);
-    MPI_Allgather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, comm);
-    dsp[0] = 0;
-    for (int r = 1; r < P; r++) dsp[r] = dsp[r - 1] + cnt[r - 1];
-    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, kx, cnt, dsp, MPI_DOUBLE, comm);
-    free(cnt);
-    return rc != MPI_SUCCESS;
+    return gather_run(comm, b - a, kx);
 }
 
 /* Collective: the knots' PITs, each evaluated by the rank holding it, into
@@ -61,17 +69,7 @@ static int knot_pits(MPI_Comm comm, size_t m, size_t off, const size_t *rk, cons
     const int bad = ghf_gof_pit_exact(kx + a, b - a, f, ctx, ku + a);
     if (ghf_any(comm, bad)) return 1;
     /* the values at the held ranks are the pieces' own: the same gather */
-    int P;
-    MPI_Comm_size(comm, &P);
-    int *cnt = malloc(2 * (size_t)P * sizeof(int));
-    if (ghf_any(comm, !cnt)) return free(cnt), 1;
-    int *dsp = cnt + P, mine = (int)(b - a);
-    MPI_Allgather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, comm);
-    dsp[0] = 0;
-    for (int r = 1; r < P; r++) dsp[r] = dsp[r - 1] + cnt[r - 1];
-    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ku, cnt, dsp, MPI_DOUBLE, comm);
-    free(cnt);
-    return rc != MPI_SUCCESS;
+    return gather_run(comm, b - a, ku);
 }
 
 /* Collective: interpolate at the held values and the largest error at the
