@@ -123,7 +123,9 @@ expect() { # STATUS PATTERN NP -- args...
   local want=$1 pat=$2 np=$3; shift 4
   rm -f out.h5
   local rc=0
-  mpirun -np $np "$G" "$@" >stdout.txt 2>stderr.txt || rc=$?
+  # sigkill_timeout=0: mpirun reports the refusal (exit 2 on every rank, after
+  # MPI_Finalize's fence) without its 1-2 s wait
+  OMPI_MCA_odls_base_sigkill_timeout=0 mpirun -np $np "$G" "$@" >stdout.txt 2>stderr.txt || rc=$?
   local lines; lines=$(grep -c "^ghfit: error: " stderr.txt || true)
   if [ $rc -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q -- "$pat" stderr.txt || ls out.h5* >/dev/null 2>&1; then
     echo "FAIL [$*]: exit $rc (want $want), stderr:"; cat stderr.txt; ls out.h5* 2>/dev/null || true; fail=1

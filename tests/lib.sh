@@ -24,7 +24,9 @@ ranks_started() {
 refused() {
   local sub=$1 pat=$2; shift 3
   rm -f out.h5*
-  timeout 120 $MPI -np 2 "$G" "$sub" "$@" >stdout.txt 2>stderr.txt
+  # sigkill_timeout=0: no 1-2 s wait before mpirun reports the ranks' exit 2
+  # (all of them have passed MPI_Finalize's fence by then)
+  OMPI_MCA_odls_base_sigkill_timeout=0 timeout 120 $MPI -np 2 "$G" "$sub" "$@" >stdout.txt 2>stderr.txt
   local rc=$?
   local lines; lines=$(grep -c "^ghfit: " stderr.txt)
   if [ $rc -ne 2 ]; then echo "FAIL [$*]: exit $rc, expected 2"; cat stderr.txt; fail=1; return; fi
