@@ -17,44 +17,8 @@ PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 unset SLURM_NTASKS
-fail=0; n=0
-bad() { echo "FAIL [$CASE]: $*"; for f in c_err.txt r_err.txt; do [ -s $f ] && sed "s/^/    $f | /" $f | head -5; done; fail=1; }
-snap() { ls -A | grep -v -x -e c_out.txt -e c_err.txt -e r_out.txt -e r_err.txt | sort; }
+. "$HERE/check_lib.sh"
 "$PY" -c "import h5py" 2>/dev/null || { echo "h5py is not available at $PY (Debian python3-h5py)"; exit 1; }
-
-# expect STATUS PATTERN [same|like] -- ARGS...: `ghfit check ARGS` and, for a
-# failure, `ghfit ARGS`.  same: both print the identical error line; like:
-# both match PATTERN (check read a sample where the run reads every row).
-expect() {
-  local want=$1 pat=$2 how=same
-  [ "$3" != -- ] && { how=$3; shift; }
-  shift 3
-  n=$((n + 1)); CASE="check ${*}"
-  local before; before=$(snap)
-  timeout -k 5 30 "$G" check "$@" > c_out.txt 2> c_err.txt; local rc=$?
-  [ "$rc" = "$want" ] || { bad "check: exit $rc, expected $want"; return 1; }
-  [ "$(snap)" = "$before" ] || { bad "check created or removed files: $(diff <(echo "$before") <(snap) | grep '^[<>]' | tr '\n' ' ')"; return 1; }
-  if [ "$want" = 0 ]; then
-    grep -q "^ghfit check: ok: " c_out.txt || { bad "no 'ghfit check: ok:' line"; return 1; }
-    grep -q "^ghfit: error:" c_err.txt && { bad "an error line on success"; return 1; }
-    echo "ok   [$CASE] -> 0"
-    return 0
-  fi
-  [ "$(grep -c . c_err.txt)" = 1 ] && grep -q "^ghfit: error: " c_err.txt || { bad "check: stderr is not one 'ghfit: error:' line"; return 1; }
-  grep -q -- "$pat" c_err.txt || { bad "check: the message lacks '$pat'"; return 1; }
-  timeout -k 5 60 "$G" "$@" > r_out.txt 2> r_err.txt; rc=$?
-  [ "$rc" = "$want" ] || { bad "ghfit $1 itself: exit $rc, expected $want"; return 1; }
-  local rl; rl=$(grep "^ghfit: error: " r_err.txt)
-  if [ $how = same ]; then
-    [ "$rl" = "$(cat c_err.txt)" ] || { bad "ghfit $1 itself printed another line"; return 1; }
-  else
-    echo "$rl" | grep -q -- "$pat" || { bad "ghfit $1 itself: the message lacks '$pat'"; return 1; }
-  fi
-  echo "ok   [$CASE] -> $want: $(cut -c1-160 c_err.txt)"
-}
-# accept [CHECK ARGS...]: exit 0; the report is in c_out.txt, warnings in c_err.txt
-accept() { expect 0 "" -- "$@"; }
-has() { grep -q -- "$1" "${2:-c_out.txt}" && echo "ok     report: $1" || { bad "the report lacks '$1'"; cat c_out.txt; }; }
 
 # ---- data -----------------------------------------------------------------------------------
 "$G" generate --model gh --dim 5 --n 4 --seed 1 --out few.h5 > /dev/null

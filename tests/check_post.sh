@@ -12,43 +12,18 @@
 set -uo pipefail
 G=$1; W=$2
 PY=/usr/bin/python3
+HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 unset SLURM_NTASKS
 # mpirun waits a second or two before it reports a rank's non-zero exit; this keeps 30 refusals quick
 export OMPI_MCA_odls_base_sigkill_timeout=0
 MPI="mpirun --oversubscribe -np 1"
-fail=0; n=0
-bad() { echo "FAIL [$CASE]: $*"; for f in c_err.txt r_err.txt; do [ -s $f ] && sed "s/^/    $f | /" $f | head -5; done; fail=1; }
-snap() { ls -A | grep -v -x -e c_out.txt -e c_err.txt -e r_out.txt -e r_err.txt | sort; }
+RUN=$MPI RUN_AFTER_OK=1
+. "$HERE/check_lib.sh"
 "$PY" -c "import h5py, numpy" 2>/dev/null || { echo "h5py/numpy are not available at $PY (Debian python3-h5py)"; exit 1; }
 
-# expect STATUS PATTERN -- CMD ARGS...: `ghfit check CMD ARGS` exits STATUS and creates nothing; on
-# success the command itself runs (mpirun -np 1) and exits 0; on failure check prints one line matching
-# PATTERN and the command exits 2 with the identical line.
-expect() {
-  local want=$1 pat=$2; shift 3
-  n=$((n + 1)); CASE="check ${*}"
-  local before; before=$(snap)
-  timeout -k 5 30 "$G" check "$@" > c_out.txt 2> c_err.txt; local rc=$?
-  [ "$rc" = "$want" ] || { bad "check: exit $rc, expected $want"; return 1; }
-  [ "$(snap)" = "$before" ] || { bad "check created or removed files: $(diff <(echo "$before") <(snap) | grep '^[<>]' | tr '\n' ' ')"; return 1; }
-  if [ "$want" = 0 ]; then
-    grep -q "^ghfit check: ok: \`ghfit $1\` would " c_out.txt || { bad "no 'ghfit check: ok:' line"; cat c_out.txt; return 1; }
-    grep -q "^ghfit: error:" c_err.txt && { bad "an error line on success"; return 1; }
-    timeout -k 5 120 $MPI "$G" "$@" > r_out.txt 2> r_err.txt || { bad "ghfit $1 itself failed after check's 0"; return 1; }
-    echo "ok   [$CASE] -> 0, and ghfit $1 ran"
-    return 0
-  fi
-  [ "$(grep -c . c_err.txt)" = 1 ] && grep -q "^ghfit: error: " c_err.txt || { bad "check: stderr is not one 'ghfit: error:' line"; return 1; }
-  grep -q -- "$pat" c_err.txt || { bad "check: the message lacks '$pat'"; return 1; }
-  timeout -k 5 60 $MPI "$G" "$@" > r_out.txt 2> r_err.txt; rc=$?
-  [ "$rc" = "$want" ] || { bad "ghfit $1 itself: exit $rc, expected $want"; return 1; }
-  [ "$(grep "^ghfit: error: " r_err.txt)" = "$(cat c_err.txt)" ] || { bad "ghfit $1 itself printed another line"; return 1; }
-  echo "ok   [$CASE] -> $want: $(cut -c1-150 c_err.txt)"
-}
+# refused PATTERN -- CMD ARGS...: check and `mpirun -np 1 ghfit CMD ARGS` exit 2 with the same line
 refused() { expect 2 "$@"; }
-accept() { expect 0 "" -- "$@"; }
-has() { grep -q -- "$1" c_out.txt && echo "ok     report: $1" || { bad "the report lacks '$1'"; cat c_out.txt; }; }
 
 # ---- data: a 3-d data set and its NIG fit, 4-d data, weights, a file that is not ghfit's ------------
 "$G" generate --model nig --dim 3 --n 2000 --seed 1 --out d.h5 > /dev/null &&
