@@ -45,8 +45,6 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 t_start=$(date +%s)
 
 fail=0
-die() { echo "FAIL: $*"; fail=1; }
-ok() { echo "ok   $*"; }
 rm -rf "$W"; mkdir -p "$W"; cd "$W"
 
 # ---- 1. outside Slurm (no cluster needed) ------------------------------------------------
@@ -60,8 +58,7 @@ env -u SLURM_JOB_ID bash "$SRC/slurm/ghfit-array.sbatch" x.yaml > outside2.txt 2
 slurm_check_installed
 slurm_start "$W/cluster" "${GHFIT_SLURM_TEST_BUDGET:-300}"
 sinfo
-export GHFIT=$G OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 HDF5_USE_FILE_LOCKING=FALSE
+slurm_job_env "$G"
 
 # ---- data and references ------------------------------------------------------------------
 DEMO=(--model gh --dim 4 --n 20000 --seed 42 --mu 0.05 --gamma 0.3,-0.2,0.1,0 --sigma 1 --rho 0.4 --p -1.5 --a 2 --b 1)
@@ -88,7 +85,6 @@ backend: cpu
 checkpoint: $W/keys.ck.h5
 checkpoint_every: 7
 EOF
-sub() { sbatch --parsable --chdir="$W" "$@"; }
 
 # ---- submit: the slow cases first, then the quick ones -------------------------------------
 # 10: the time limit (checkpoint at 45 s of 60, requeue, resume)
@@ -157,7 +153,6 @@ fitdump ref.h5 > ref.dump
 same_as() { # FILE REFDUMP [FIT]
   fitdump "$1" "${3:-gh}" > "$1.dump" 2>&1 && cmp -s "$1.dump" "$2"
 }
-show() { echo "--- $1"; cat "$1"; }
 secs() { local IFS=:; set -- $1; echo $(( 10#$1 * 3600 + 10#$2 * 60 + 10#$3 )); }   # HH:MM:SS
 
 # ---- 5. the typo fails at once ----------------------------------------------------------------

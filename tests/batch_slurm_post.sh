@@ -27,15 +27,11 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 t_start=$(date +%s)
 
 fail=0
-die() { echo "FAIL: $*"; fail=1; }
-ok() { echo "ok   $*"; }
-show() { echo "--- $1"; cat "$1"; }
 rm -rf "$W"; mkdir -p "$W"; cd "$W"
 
 slurm_check_installed
 slurm_start "$W/cluster" "${GHFIT_SLURM_TEST_BUDGET:-120}"
-export GHFIT=$G OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 HDF5_USE_FILE_LOCKING=FALSE
+slurm_job_env "$G"
 
 # ---- a tiny fit ------------------------------------------------------------------------------
 "$G" generate --model gh --dim 2 --n 2000 --seed 3 --p -1 --a 1.5 --b 0.7 --gamma 0.2,-0.1 --out d.h5 > /dev/null ||
@@ -43,7 +39,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 mpirun -np 1 "$G" fit --data d.h5 --model nig --out f.h5 --quiet --backend cpu > fit.txt 2>&1 ||
   { cat fit.txt; echo "FAIL: the fit"; exit 1; }
 S=$SRC/slurm/ghfit.sbatch
-sub() { sbatch --parsable --chdir="$W" "$@"; }
 
 # ---- submit ------------------------------------------------------------------------------------
 j_can=$(sub --ntasks=2 --output="$W/can-%j.out" "$S" gof --model f.h5 --data d.h5 --out C.h5 --bootstrap 100000) ||

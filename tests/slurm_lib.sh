@@ -12,6 +12,9 @@
 #                                  a watchdog fails the test after BUDGET_S seconds
 #   state_of JOB, restarts_of JOB, reason_of JOB, wait_done JOB TIMEOUT_S
 #   wait_state JOB TIMEOUT_S STATE...   wait until the job is in one of the states
+#   slurm_job_env GHFIT            export what the jobs' ghfit.sbatch and mpirun need
+#   sub SBATCH-ARGS...             sbatch --parsable in $W (the job id on stdout)
+#   die MSG, ok MSG, show FILE     a failure (sets fail=1), a pass, a file's text
 #
 # Every daemon started here is stopped at the end (munged only when started
 # here: its pid file is then $SLURM_RUN/munge/munged.pid); daemons left by an earlier
@@ -131,3 +134,16 @@ wait_state() { # JOB TIMEOUT_S STATE...: wait until the job is in one of the sta
   return 1
 }
 wait_done() { wait_state "$1" "$2" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY PREEMPTED ""; }
+
+# The test's own reporting (the test sets fail=0 first).
+die() { echo "FAIL: $*"; fail=1; }
+ok() { echo "ok   $*"; }
+show() { echo "--- $1"; cat "$1"; }
+sub() { sbatch --parsable --chdir="$W" "$@"; }
+
+# What the jobs need: the binary for ghfit.sbatch, mpirun as root with
+# oversubscription, and no HDF5 file locking.
+slurm_job_env() {
+  export GHFIT=$1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 HDF5_USE_FILE_LOCKING=FALSE
+}
