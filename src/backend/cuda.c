@@ -331,23 +331,18 @@ static int enqueue(cuda_impl *im, char *err, size_t errlen)
     CU(cudaMemcpyAsync(im->pb, im->h_pb, sizeof(double) * (size_t)ghf__cu_pb_len(d),
                        cudaMemcpyHostToDevice, s));
     CU(cudaMemsetAsync(im->stats, 0, out_bytes, s));
-    if (n > 0 && im->fused) {
-        CU(ghf__cu_pb_to_const(im->pb, d, s));
+    if (n > 0 && im->onepass) { /* fused (d <= 12) or wide: one kernel reads the shard */
+        if (im->fused) CU(ghf__cu_pb_to_const(im->pb, d, s)); /* the fused kernels read constant memory */
         if (im->use_plan) {
-            if (im->o.zrange == 0) CU(ghf__cu_qmax_fused(im->x, im->x32, n, d, im->pb, im->grid, im->qpart, s));
+            if (im->o.zrange == 0)
+                CU(im->wide ? ghf__cu_qmax_wide(im->x, im->x32, n, d, im->pb, im->grid, im->qpart, s)
+                            : ghf__cu_qmax_fused(im->x, im->x32, n, d, im->pb, im->grid, im->qpart, s));
             CU(ghf__cu_plan_build(im->pb, d, im->o.zrange, im->qpart, im->grid, n, im->bound, im->plan,
                                   im->plan_ok, s));
         }
-        CU(ghf__cu_estep_fused(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->o.minb, im->o.mma,
-                               im->part, s));
-        CU(ghf__cu_reduce(im->part, im->nent, im->grid, d, im->stats, s));
-    } else if (n > 0 && im->wide) {
-        if (im->use_plan) {
-            if (im->o.zrange == 0) CU(ghf__cu_qmax_wide(im->x, im->x32, n, d, im->pb, im->grid, im->qpart, s));
-            CU(ghf__cu_plan_build(im->pb, d, im->o.zrange, im->qpart, im->grid, n, im->bound, im->plan,
-                                  im->plan_ok, s));
-        }
-        CU(ghf__cu_estep_wide(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->part, s));
+        CU(im->wide ? ghf__cu_estep_wide(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->part, s)
+                    : ghf__cu_estep_fused(im->x, im->x32, wt, n, d, im->pb, plan, plan_ok, im->grid, im->o.minb,
+                                          im->o.mma, im->part, s));
         CU(ghf__cu_reduce(im->part, im->nent, im->grid, d, im->stats, s));
     } else if (n > 0) {
         const double *linv = im->pb + ghf__cu_pb_linv(d);
