@@ -18,8 +18,8 @@ bash "$here/scripts/build.sh" "$here/build-asan" -DGHFIT_SANITIZE=ON -DGHFIT_CUD
 . "$here/scripts/mpienv.sh"
 export OMP_NUM_THREADS=1
 # the tests' MPI start-up: the PML Open MPI picks here anyway, without probing
-# psm/psm2 first, and singletons without an orted (see tests/common.cmake)
-export OMPI_MCA_pml=ob1 OMPI_MCA_ess_singleton_isolated=1
+# psm/psm2 first (see tests/common.cmake)
+export OMPI_MCA_pml=ob1
 status=0
 echo "== ctest (release build, all labels)"
 (cd "$here/build" && ctest --output-on-failure -j "$jobs" --timeout 900) || status=1
