@@ -34,7 +34,8 @@ int ghf_run_job(int serial, int argc, char **argv, ghf_job *j);
  * eval, sample, gof, risk) release them (again after MPI_Init): the signal
  * ends the process as by its default action, after removing the temporary
  * file and the lock of an output being written (ghf_out_abandon), and a
- * pending signal is re-raised. */
+ * pending signal is re-raised.  SIGINT and SIGHUP end every command, fit and
+ * run too, the same way (unless the process started with them ignored). */
 extern volatile sig_atomic_t ghf_stop_requested;
 void ghf_install_stop_handlers(void);
 void ghf_release_stop_handlers(void);

@@ -32,17 +32,33 @@ static void on_fatal(int sig)
     raise(sig); /* blocked in here: delivered, with the default action, on return */
 }
 
+/* SIGINT (Ctrl-C) and SIGHUP (the terminal closed) end every command at once,
+ * as by their default action, after the same clean-up as on_fatal: nothing
+ * half-written and no lock is left, and what was completed (a checkpoint or
+ * output already renamed into place) is kept.  A signal the process was
+ * started with ignored (nohup, a background job of a script) stays ignored. */
+static void set_interrupt_handler(int sig)
+{
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    set_handler(on_fatal, sig);
+}
+
 /* Idempotent: main calls it first thing; a request that arrived earlier is kept. */
 void ghf_install_stop_handlers(void)
 {
     set_handler(on_stop, SIGUSR1);
     set_handler(on_stop, SIGTERM);
+    set_interrupt_handler(SIGINT);
+    set_interrupt_handler(SIGHUP);
 }
 
 void ghf_release_stop_handlers(void)
 {
     set_handler(on_fatal, SIGUSR1);
     set_handler(on_fatal, SIGTERM);
+    set_interrupt_handler(SIGINT);
+    set_interrupt_handler(SIGHUP);
     const int sig = ghf_stop_requested;
     if (sig) raise(sig);
 }
