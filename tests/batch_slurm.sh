@@ -111,7 +111,7 @@ j_key=$(GHFIT_CKPT="$W/env.ck.h5" GHFIT_CKPT_EVERY=3 sub --output="$W/key-%j.out
   die "sbatch keys"
 # after the first: both use the job file's checkpoint, which a live job locks
 j_key2=$(GHFIT_CKPT_EVERY=3 sub --dependency=afterany:$j_key --output="$W/key-%j.out" "$SRC/slurm/ghfit.sbatch" run \
-         "$W/keys.yaml" --out "$W/keys2.h5" --checkpoint-every 5) || die "sbatch keys 2"
+         --missing error "$W/keys.yaml" --out "$W/keys2.h5" --checkpoint-every 5) || die "sbatch keys 2"
 j_typo=$(sub --ntasks=2 --output="$W/typo-%j.out" "$SRC/slurm/ghfit.sbatch" fit --dtaa "$W/demo.h5" --model gh --out "$W/typo.h5") ||
   die "sbatch typo"
 # 6: the README example in a clean folder
@@ -239,8 +239,8 @@ for j in $j_key $j_key2; do
 done
 grep -q "srun .* run $W/keys.yaml$" "key-$j_key.out" ||
   die "the job file's checkpoint keys were replaced by GHFIT_CKPT / GHFIT_CKPT_EVERY"
-grep -q "srun .* run $W/keys.yaml --out $W/keys2.h5 --checkpoint-every 5$" "key-$j_key2.out" ||
-  die "--checkpoint-every on the command line was not passed on as given"
+grep -q "srun .* run --missing error $W/keys.yaml --out $W/keys2.h5 --checkpoint-every 5$" "key-$j_key2.out" ||
+  die "--checkpoint-every on the command line was not passed on as given (or the job file after --missing M not found)"
 [ $fail = 0 ] && ok "job-file checkpoint keys win over GHFIT_CKPT*; command-line options win over the job file"
 
 # ---- 6. the README example in a clean folder ------------------------------------------------
