@@ -1,4 +1,4 @@
-/* cmd_generate.c - `ghfit generate`: sample a GH or NIG data set, in parallel. */
+/* cmd_generate.c - `ghfit generate`: sample a data set from any family (gh, hyp, nig, vg, t, gauss), in parallel. */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include <getopt.h>
 #include <math.h>

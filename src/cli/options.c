@@ -235,7 +235,8 @@ static const opt g_opts[] = {
      o_halflife},
     {"missing", "M", F | R,
      "NaN entries: error (default), drop (the rows; = --drop-nonfinite) or\n"
-     "em (missing at random: EM over the missing coordinates, CPU backend)",
+     "em (missing at random: EM over the missing coordinates; on the CUDA\n"
+     "backend the rows with missing entries run on the host)",
      o_missing},
     {"accel", "A", F | R, "squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)", o_accel},
     {"se", NULL, F | R,
