@@ -166,9 +166,11 @@ static int fit_risk(post *q, int i, const ghf_fit_record *r, const ghf_fit_law *
             {nv, 2, {P, K, 0}, var, "VaR_alpha of the loss -w'X of each portfolio (the alpha-quantile)"},
             {ne, 2, {P, K, 0}, es, "ES_alpha = E[-w'X | -w'X >= VaR_alpha]"},
             {nc, 2, {P, K, 0}, ex, "rows after the window (to the end of the next) whose loss -w'x exceeds VaR (0 without one)"}};
-        const ghf_h5_attr at[2] = {{"n_next", GHF_H5_ATTR_I64, NULL, 0, q->n_next[i]},
-                                   {"note", GHF_H5_ATTR_STR, note, 0, 0}};
-        st = ghf_h5_out_put(w, base, note[0] ? 2 : 1, at, 4, arr, err, errlen);
+        const ghf_h5_attr at[3] = {
+            {"description", GHF_H5_ATTR_STR, "VaR and ES of the job's portfolios under this fit (job key risk)", 0, 0},
+            {"n_next", GHF_H5_ATTR_I64, NULL, 0, q->n_next[i]},
+            {"note", GHF_H5_ATTR_STR, note, 0, 0}};
+        st = ghf_h5_out_put(w, base, note[0] ? 3 : 2, at, 4, arr, err, errlen);
     }
     free(var), free(es), free(ex);
     return st;
@@ -182,6 +184,23 @@ static int loglik_of(const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh
     if (!sh || sh->nrows == 0) return 0;
     ghf_shard c = *sh; /* the rows are left as they are (spend_x = 0) */
     return ghf_score_loglik(MPI_COMM_SELF, law, fam, &c, 0, ll, n, err, errlen) ? 1 : 0;
+}
+
+/* the description attributes of gof/margins and gof/radial (every group
+ * under /fits carries one: docs/output-schema.md) */
+static int gof_group_descriptions(ghf_h5_writer *w, const char *base, char *err, size_t errlen)
+{
+    static const char *const sub[2][2] = {
+        {"margins", "per margin: KS, AD and CvM statistics of the PITs, their p-values, QQ tables"},
+        {"radial", "the same for the radial statistic q = (x - mu)' Sigma^-1 (x - mu)"}};
+    int st = 0;
+    for (int i = 0; i < 2 && !st; i++) {
+        char obj[192];
+        snprintf(obj, sizeof obj, "%s/%s", base, sub[i][0]);
+        const ghf_h5_attr at[1] = {{"description", GHF_H5_ATTR_STR, sub[i][1], 0, 0}};
+        st = ghf_h5_out_put(w, obj, 1, at, 0, NULL, err, errlen);
+    }
+    return st;
 }
 
 #define POST_GOF_PIT_MAX 2000000 /* as `ghfit gof`: PITs kept when n * (d + 1) is at most this */
@@ -225,13 +244,15 @@ static int fit_gof_rows(post *q, const ghf_fit_spec *s, const ghf_fit_record *r,
         char pre[160];
         snprintf(pre, sizeof pre, "%s/", base);
         const int k = ghf_gof_arrays(pre, d, j->gof_qq, n, &res, j->gof_bootstrap > 0 ? &bt : NULL, &nm, a);
-        ghf_h5_attr at[11] = {{"data_file", GHF_H5_ATTR_STR, dfile, 0, 0},
-                              {"dataset", GHF_H5_ATTR_STR, dds, 0, 0},
-                              {"n_obs", GHF_H5_ATTR_I64, NULL, 0, n},
-                              {"n_qq", GHF_H5_ATTR_I64, NULL, 0, j->gof_qq},
-                              {"pit_max_error", GHF_H5_ATTR_F64, NULL, res.pit_err, 0},
-                              {"radial_delta2", GHF_H5_ATTR_F64, NULL, res.delta2, 0}};
-        int na = 6;
+        ghf_h5_attr at[12] = {
+            {"description", GHF_H5_ATTR_STR, "goodness of fit of this fit on the rows named (job key gof)", 0, 0},
+            {"data_file", GHF_H5_ATTR_STR, dfile, 0, 0},
+            {"dataset", GHF_H5_ATTR_STR, dds, 0, 0},
+            {"n_obs", GHF_H5_ATTR_I64, NULL, 0, n},
+            {"n_qq", GHF_H5_ATTR_I64, NULL, 0, j->gof_qq},
+            {"pit_max_error", GHF_H5_ATTR_F64, NULL, res.pit_err, 0},
+            {"radial_delta2", GHF_H5_ATTR_F64, NULL, res.delta2, 0}};
+        int na = 7;
         if (j->gof_bootstrap > 0) {
             at[na++] = (ghf_h5_attr){"bootstrap", GHF_H5_ATTR_I64, NULL, 0, bt.B};
             at[na++] = (ghf_h5_attr){"seed", GHF_H5_ATTR_I64, NULL, 0, bt.seed};
@@ -240,6 +261,7 @@ static int fit_gof_rows(post *q, const ghf_fit_spec *s, const ghf_fit_record *r,
             if (bt.why[0]) at[na++] = (ghf_h5_attr){"bootstrap_note", GHF_H5_ATTR_STR, bt.why, 0, 0};
         }
         st = ghf_h5_out_put(w, base, na, at, k, a, err, errlen);
+        if (!st) st = gof_group_descriptions(w, base, err, errlen);
         if (!st && bt.n_failed && !j->quiet)
             printf("ghfit: %s: gof: %d of %d bootstrap replicates failed and were left out (first: %s)\n", r->name,
                    bt.n_failed, bt.B, bt.why);
