@@ -267,6 +267,24 @@ rm -f t/swck.h5.done
 expect 2 "t/swck.h5: its log of finished fits t/swck.h5.done is missing" -- run sw.yaml --out t/r.h5 --checkpoint t/swck.h5 --resume
 rm -rf t good_ck swck* sw.txt
 
+# ---- weights, and the files of the job keys risk, eval and gof (checked by the run before it fits) -----
+"$PY" -c "
+import h5py, numpy as np
+with h5py.File('wv.h5', 'w') as f: f['ok'] = np.ones(1000); f['short'] = np.ones(999); f['W4'] = np.ones((2, 4))"
+expect 2 "good.h5:/nope: no such dataset" -- "${FIT[@]}" --data good.h5 --out out.h5 --weights /nope
+expect 2 "weights wv.h5:/short: 999 values, but the data good.h5:/X have 1000 rows" -- "${FIT[@]}" --data good.h5 --out out.h5 --weights wv.h5:/short
+expect 2 "good.h5:/nope: no such dataset" -- run job.yaml --weights /nope
+printf 'data: good.h5\nout: run.h5\nfamily: nig\neval: missing.h5\n' > pe.yaml
+expect 2 "pe.yaml: eval: missing.h5:/X: cannot open file" -- run pe.yaml
+printf 'data: good.h5\nout: run.h5\nfamily: nig\nrisk: {portfolios: wv.h5:/W4, alpha: [0.99]}\n' > pr.yaml
+expect 2 "pr.yaml: risk.portfolios: wv.h5:/W4 has 4 columns, but the data good.h5:/X have dimension 3" -- run pr.yaml
+printf 'data: good.h5\nout: run.h5\nfamily: nig\ngof: {data: missing.h5}\n' > pg.yaml
+expect 2 "pg.yaml: gof.data: missing.h5:/X: cannot open file" -- run pg.yaml
+accept "${FIT[@]}" --data good.h5 --out out.h5 --weights wv.h5:/ok && has "weights     wv.h5:/ok: 1000 values, one per row"
+printf 'data: good.h5\nout: run.h5\nfamily: nig\neval: good.h5\n' > pe.yaml
+accept run pe.yaml && has "after fits  the files of eval: readable, 3 columns"
+rm -f wv.h5 pe.yaml pr.yaml pg.yaml
+
 # ---- what check accepts and reports --------------------------------------------------------------------
 accept fit --data good.h5 --model gh --out fit.h5
 has "data        good.h5:/X: 1000 rows x 3 columns"; has "sample      all 1000 rows (float64, contiguous): all finite"

@@ -1,7 +1,8 @@
 /* cmd_check.c - `ghfit check [--ranks P] fit|run ARGS`: everything that can
  * be validated without fitting, in one process and without MPI (a login
  * node, the first step of a batch script): the options and the job file,
- * the data set (shape, type, a sample of rows), the outputs and the
+ * the data set (shape, type, a sample of rows), the weights and the files
+ * of the job keys risk/eval/gof, the outputs and the
  * checkpoint (nothing is created, no lock is taken), the fits a sweep
  * expands to, the groups, the backends and the memory per rank.  The checks
  * are the run's own functions, in the run's order, with its messages.
@@ -22,6 +23,7 @@
 #include "iocheck.h"
 #include "job.h"
 #include "pipeline.h"
+#include "postfit.h"
 #include "postcmd.h"
 #include "resume.h"
 #include "util.h"
@@ -50,7 +52,8 @@ void ghf__check_usage(FILE *f)
             "  type, and a sample of its rows (all of a window of at most %d rows, else 512 rows in\n"
             "  blocks spread over it) for non-finite values and constant columns; the output and\n"
             "  the checkpoint (writable, not an input, not another program's file, not locked by a\n"
-            "  running ghfit; with --resume, that the checkpoint belongs to this run); the backend\n"
+            "  running ghfit; with --resume, that the checkpoint belongs to this run); the weights\n"
+            "  dataset (one value per row) and the files of the job keys risk, eval, gof; the backend\n"
             "  against this binary (%s); the fits a sweep expands to, the groups on P ranks, and\n"
             "  the memory per rank.  Creates nothing.  Run it as one process (not under mpirun).\n"
             "  For eval, gof, sample and risk: the options; the fit of --model (the file, a ghfit\n"
@@ -165,7 +168,31 @@ static int step_files(check *c)
          file[0] && !ghf_same_file(file, j->data_file) ? ", held in " : "",
          file[0] && !ghf_same_file(file, j->data_file) ? file : "");
     ghf__check_output_line(j->out);
+    if (c->mode == GHF_PIPE_RUN && ghf_postfit_wanted(j)) { /* the risk, eval and gof keys' files */
+        const int pst = ghf_postfit_check_local(j, c->d, c->err, sizeof c->err);
+        if (pst) return pst;
+        char keys[64] = "";
+        if (j->risk_file) strcat(keys, ", risk");
+        if (j->eval == GHF_JOB_EVAL_FILE) strcat(keys, ", eval");
+        if (j->gof && j->gof_file) strcat(keys, ", gof");
+        if (keys[0]) line("after fits", "the files of %s: readable, %d columns", keys + 2, c->d);
+    }
     return 0;
+}
+
+/* The weights (--weights, job key weights): the dataset and its length, as
+ * the run reads them before it fits; their values only the run sees. */
+static int step_weights(check *c)
+{
+    const ghf_job *j = &c->job;
+    if (!j->weights) {
+        if (j->halflife > 0) line("weights", "halflife %g rows", j->halflife);
+        return 0;
+    }
+    int64_t n = 0;
+    const int st = ghf_weights_probe(j, &n, c->err, sizeof c->err);
+    if (!st) line("weights", "%s: %lld values, one per row", j->weights, (long long)n);
+    return st;
 }
 
 /* The fits (the slice of them), every window's shape, the groups. */
@@ -377,6 +404,7 @@ int ghf_cmd_check(int argc, char **argv)
         st = step_files(&c);
         if (!st) st = step_fits(&c);
         if (!st) st = step_checkpoint(&c);
+        if (!st) st = step_weights(&c);
         if (!st) st = step_sample(&c);
         if (!st) st = step_backend(&c);
         if (!st) step_memory(&c);

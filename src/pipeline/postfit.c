@@ -39,14 +39,11 @@ static int check_one(const ghf_job *j, const char *key, const char *file, const 
     return 0;
 }
 
-int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t errlen)
+int ghf_postfit_check_local(const ghf_job *j, int d, char *err, size_t errlen)
 {
-    if (!ghf_postfit_wanted(j)) return 0;
-    int rank;
-    MPI_Comm_rank(world, &rank);
     int st = 0;
     int64_t n = 0;
-    if (rank == 0 && j->risk_file) {
+    if (j->risk_file) {
         st = check_one(j, "risk.portfolios", j->risk_file, j->risk_dataset, d, &n, err, errlen);
         if (!st && (n < 1 || n > (int64_t)(1 << 24) / j->risk_n_alpha)) {
             snprintf(err, errlen, "%s: risk.portfolios: %s:%s: %lld portfolios x %d levels (1 to 2^24 values)",
@@ -54,10 +51,17 @@ int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t
             st = GHF_EXIT_USAGE;
         }
     }
-    if (rank == 0 && !st && j->eval == GHF_JOB_EVAL_FILE)
-        st = check_one(j, "eval", j->eval_file, j->eval_dataset, d, &n, err, errlen);
-    if (rank == 0 && !st && j->gof && j->gof_file)
-        st = check_one(j, "gof.data", j->gof_file, j->gof_dataset, d, &n, err, errlen);
+    if (!st && j->eval == GHF_JOB_EVAL_FILE) st = check_one(j, "eval", j->eval_file, j->eval_dataset, d, &n, err, errlen);
+    if (!st && j->gof && j->gof_file) st = check_one(j, "gof.data", j->gof_file, j->gof_dataset, d, &n, err, errlen);
+    return st;
+}
+
+int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t errlen)
+{
+    if (!ghf_postfit_wanted(j)) return 0;
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    const int st = rank == 0 ? ghf_postfit_check_local(j, d, err, errlen) : 0;
     return ghf_agree(world, st, err, errlen);
 }
 

@@ -19,6 +19,8 @@ int ghf_postfit_wanted(const ghf_job *j);
  * name (weights [P][d] and eval data of the data's dimension d).  0, or 2
  * with one message naming the job file and its key (the same on every rank). */
 int ghf_postfit_check(MPI_Comm world, const ghf_job *j, int d, char *err, size_t errlen);
+/* The same checks in this process alone (rank 0's part; `ghfit check run`). */
+int ghf_postfit_check_local(const ghf_job *j, int d, char *err, size_t errlen);
 
 /* Rank 0 alone, once every fit is collected: the n fits' records (specs and
  * recs in the same order) -> risk groups, attributes and /backtest in w;

@@ -37,6 +37,23 @@ void ghf__weights_label(const ghf_job *j, char *out, size_t len)
     }
 }
 
+int ghf_weights_probe(const ghf_job *j, int64_t *n, char *err, size_t errlen)
+{
+    char file[1024], ds[512];
+    weights_source(j, file, sizeof file, ds, sizeof ds);
+    int64_t nw = 0, nx = 0;
+    int d = 0;
+    int st = ghf_h5_probe_vector(file, ds, &nw, err, errlen);
+    if (!st) st = ghf_h5_probe(j->data_file, j->dataset, &nx, &d, err, errlen);
+    if (!st && nw != nx) { /* the weights cover every row of the data set */
+        snprintf(err, errlen, "weights %s:%s: %lld values, but the data %s:%s have %lld rows", file, ds,
+                 (long long)nw, j->data_file, j->dataset, (long long)nx);
+        st = GHF_EXIT_USAGE;
+    }
+    if (n) *n = nw;
+    return st;
+}
+
 int ghf__weights_read(MPI_Comm comm, const ghf_job *j, int64_t row_start, int64_t len, ghf_shard *ws, char *err,
                       size_t errlen)
 {
@@ -44,18 +61,7 @@ int ghf__weights_read(MPI_Comm comm, const ghf_job *j, int64_t row_start, int64_
     weights_source(j, file, sizeof file, ds, sizeof ds);
     int rank;
     MPI_Comm_rank(comm, &rank);
-    int st = 0;
-    if (rank == 0) { /* the weights cover every row of the data set */
-        int64_t nw = 0, nx = 0;
-        int d = 0;
-        st = ghf_h5_probe_vector(file, ds, &nw, err, errlen);
-        if (!st) st = ghf_h5_probe(j->data_file, j->dataset, &nx, &d, err, errlen);
-        if (!st && nw != nx) {
-            snprintf(err, errlen, "weights %s:%s: %lld values, but the data %s:%s have %lld rows", file, ds,
-                     (long long)nw, j->data_file, j->dataset, (long long)nx);
-            st = GHF_EXIT_USAGE;
-        }
-    }
+    int st = rank == 0 ? ghf_weights_probe(j, NULL, err, errlen) : 0;
     if ((st = ghf_agree(comm, st, err, errlen)) != 0) return st;
     ghf_read_opts ro = {.path = file, .dataset = ds, .win_start = row_start, .win_len = len, .drop_nonfinite = 2,
                          .granule = GHF_ROW_BLOCK, .vector = 1};
