@@ -40,11 +40,16 @@ if [ ! -x "$OB/bench_estep" ] || [ "$(cat "$OB/.commit" 2>/dev/null)" != "$BEFOR
   src=$OB/src; rm -rf "$src"; mkdir -p "$src"
   git -C "$here" archive "$BEFORE" | tar -x -C "$src"
   cp "$here/bench/bench_estep.c" "$src/bench/"
-  cat > "$src/bench/zz_estep.cmake" <<'EOF'
+  if grep -qs 'add_executable(bench_estep' "$src/bench/estep.cmake"; then
+    # a commit that has bench_estep already: today's source, built the same way
+    echo 'target_compile_definitions(bench_estep PRIVATE GHF_BENCH_BEFORE=1)' >> "$src/bench/estep.cmake"
+  else
+    cat > "$src/bench/zz_estep.cmake" <<'EOF'
 add_executable(bench_estep ${CMAKE_SOURCE_DIR}/bench/bench_estep.c)
 target_compile_definitions(bench_estep PRIVATE GHF_BENCH_BEFORE=1)
 target_link_libraries(bench_estep PRIVATE ghfit_core)
 EOF
+  fi
   cmake -S "$src" -B "$OB" -DCMAKE_BUILD_TYPE=Release -DGHFIT_CUDA=OFF -DGHFIT_TESTS=OFF >/dev/null
   cmake --build "$OB" -j "$(getconf _NPROCESSORS_ONLN)" --target ghfit bench_estep >/dev/null
   echo "$BEFORE" > "$OB/.commit"
