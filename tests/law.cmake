@@ -21,7 +21,7 @@ set_tests_properties(cli_gof PROPERTIES LABELS "cli;law;mpi" TIMEOUT 600 PROCESS
 # ghfit gof on 1, 2, 3 and 4 ranks: the same file bit for bit (exact and interpolated PITs, ties, uneven shards)
 add_test(NAME cli_gofdist COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_gofdist.sh $<TARGET_FILE:ghfit>
          ${CMAKE_BINARY_DIR}/work/cli_gofdist)
-set_tests_properties(cli_gofdist PROPERTIES LABELS "cli;law;mpi" TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+set_tests_properties(cli_gofdist PROPERTIES LABELS "cli;law;mpi;sanitize" TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
 # ghfit gof --bootstrap and the job key gof: p-values in range, 1 and 3 ranks the same bits, t(3) data
 # fitted as gauss rejected, failed refits counted, the job key equals ghfit gof on 1 and 2 ranks, bad input
 add_test(NAME cli_gofboot COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_gofboot.sh $<TARGET_FILE:ghfit>

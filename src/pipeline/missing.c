@@ -36,8 +36,10 @@ int ghf__missing_arrange(MPI_Comm comm, ghf_shard *sh, double *w, int64_t *n_com
             if (w) tw[k] = w[i];
             k++;
         }
-    memcpy(sh->x, tx, (size_t)n * (size_t)d * sizeof(double));
-    if (w) memcpy(w, tw, (size_t)n * sizeof(double));
+    if (n > 0) { /* a rank without rows has x (and w) NULL: no memcpy from or to NULL */
+        memcpy(sh->x, tx, (size_t)n * (size_t)d * sizeof(double));
+        if (w) memcpy(w, tw, (size_t)n * sizeof(double));
+    }
     free(tx), free(tw);
     MPI_Allreduce(MPI_IN_PLACE, counts, d + 1, MPI_DOUBLE, MPI_SUM, comm);
     return 0;
