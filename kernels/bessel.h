@@ -2,12 +2,22 @@
  * device (public contract; include with a plain C compiler and -I kernels).
  *
  *   ghf_log_kv(v, z)        log K_v(z), any real v, z > 0
+ *   ghf_bessel_logk(v, z, &e)  the same, and the fused evaluation e below
+ *                           from the same pass
  *   ghf_dlog_kv_dv(v, z)    d/dv log K_v(z) (computed directly, not by a
  *                           finite difference)
  *   ghf_log_kv_ratio(v, z)  log(K_{v+1}(z) / K_v(z))
  *   ghf_bessel_fused(v, z)  all of them at once (the E-step entry point),
  *                           with log K in exponentially scaled form
  *                           (log K_v(z) + z, exact where log K ~ -z)
+ *
+ * Which form where: log K itself (ghf_log_kv, ghf_bessel_logk) is formed
+ * directly from the expansion's terms (Olver: peak value + rest; small
+ * orders: log of K), never as (log K + z) - z, which would lose
+ * |z| / max(1, |log K|) ulps where log K ~ 0 at large z (z ~ 0.66 |v|,
+ * |v| large).  The scaled log K + z (the E-step's form, and the plans') is
+ * formed without cancellation where log K ~ -z (large z), where the E-step
+ * adds it to terms of the opposite sign.
  *
  * K is even in v, so for v < 0 the up/down ratios swap and dlogk_dv flips
  * sign.  Every function is GHF_HD static inline: no allocation, no globals,
@@ -57,14 +67,18 @@ GHF_HD static inline double ghf__logaddexp(double a, double b)
 
 /* a >= 0.  With logk_lo != NULL, log K + z is returned as the double-double
  * logk_s + *logk_lo, accurate to ~1e-16 absolute even where its terms are
- * large (slow; used to build plans). */
-GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, double *logk_lo)
+ * large (slow; used to build plans).  With logk != NULL, *logk is log K
+ * itself, formed from the same terms without adding and removing z (the
+ * scaled value minus z would lose |z| / max(1, |log K|) ulps where log K is
+ * small and z large: the turning region z ~ 0.66 |v| at large orders). */
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, double *logk_lo, double *logk)
 {
     ghf_bessel_eval out;
     if (logk_lo) *logk_lo = 0.0;
     if (a >= GHF__OLVER_VMIN) {
         ghf__olver_result r = ghf__olver_eval(a, z);
         out.logk_s = r.logk_s;
+        if (logk) *logk = r.f0 + r.rest;
         if (logk_lo) {
             ghf__dd l = ghf__dd_add(ghf__dd_add(ghf__olver_f0_dd(a, z), ghf__dd_make(z, 0.0)),
                                     ghf__dd_make(r.rest, 0.0));
@@ -77,6 +91,7 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, d
     } else {
         ghf__small_result r = ghf__small_eval(a, z);
         out.logk_s = r.logk_s;
+        if (logk) *logk = r.logk;
         out.log_ratio_up = r.lr_up;
         out.log_ratio_dn = r.lr_dn;
         out.dlogk_dv = r.dlogk;
@@ -84,15 +99,16 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_pos(double a, double z, d
     return out;
 }
 
-GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_ext(double v, double z, double *logk_lo)
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_all(double v, double z, double *logk_lo, double *logk)
 {
     ghf_bessel_eval out;
     if (!(z > 0.0) || isnan(v) || isinf(z) || isinf(v)) {
         out.logk_s = out.log_ratio_up = out.log_ratio_dn = out.dlogk_dv = NAN;
         if (logk_lo) *logk_lo = 0.0;
+        if (logk) *logk = NAN;
         return out;
     }
-    out = ghf__bessel_fused_pos(fabs(v), z, logk_lo);
+    out = ghf__bessel_fused_pos(fabs(v), z, logk_lo, logk);
     if (v < 0.0) {
         double t = out.log_ratio_up;
         out.log_ratio_up = out.log_ratio_dn;
@@ -102,9 +118,14 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_ext(double v, double z, d
     return out;
 }
 
+GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_ext(double v, double z, double *logk_lo)
+{
+    return ghf__bessel_fused_all(v, z, logk_lo, (double *)0);
+}
+
 GHF_HD static inline ghf_bessel_eval ghf_bessel_fused(double v, double z)
 {
-    return ghf__bessel_fused_ext(v, z, (double *)0);
+    return ghf__bessel_fused_all(v, z, (double *)0, (double *)0);
 }
 
 /* Reference (slow) evaluator: the saddle-point trapezoid of bessel_trap.h. */
@@ -128,16 +149,20 @@ GHF_HD static inline ghf_bessel_eval ghf__bessel_fused_trap(double v, double z)
     return out;
 }
 
-/* log K_v(z) from an evaluation at z */
-GHF_HD static inline double ghf_bessel_logk(const ghf_bessel_eval *e, double z)
+/* log K_v(z) itself, to 1e-14 max(1, |log K|), formed directly (not as
+ * logk_s - z); with e != NULL, *e is also set to the fused evaluation at the
+ * same point, from the same pass (bitwise ghf_bessel_fused(v, z)). */
+GHF_HD static inline double ghf_bessel_logk(double v, double z, ghf_bessel_eval *e)
 {
-    return e->logk_s - z;
+    double logk;
+    const ghf_bessel_eval r = ghf__bessel_fused_all(v, z, (double *)0, &logk);
+    if (e) *e = r;
+    return logk;
 }
 
 GHF_HD static inline double ghf_log_kv(double v, double z)
 {
-    const ghf_bessel_eval e = ghf_bessel_fused(v, z);
-    return ghf_bessel_logk(&e, z);
+    return ghf_bessel_logk(v, z, (ghf_bessel_eval *)0);
 }
 
 GHF_HD static inline double ghf_dlog_kv_dv(double v, double z)

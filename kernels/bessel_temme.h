@@ -266,6 +266,7 @@ GHF_HD static inline ghf__kbase ghf__hankel_mid(double mu, double x)
 
 typedef struct ghf__small_result {
     double logk_s, lr_up, lr_dn, dlogk; /* logk_s = log K_v(z) + z */
+    double logk;                        /* log K_v(z) itself, formed directly */
 } ghf__small_result;
 
 /* a >= 0 (small or moderate), z > 0. */
@@ -279,7 +280,9 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
     /* log K + z = log(k) + (z - sc): sc is 0 (then z <= 2) or z (exactly) */
     const double zsc = z - b.sc;
     if (N == 0) {
-        o.logk_s = log(b.k) + zsc;
+        const double lk = log(b.k);
+        o.logk_s = lk + zsc;
+        o.logk = lk - b.sc;
         o.lr_up = log(b.r1);
         o.lr_dn = log(b.rm);
         o.dlogk = b.d0;
@@ -303,10 +306,15 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
         double rdn = A / B;
         double kv = b.k * B; /* K_v e^sc when in range: its log has an absolute
                                 error ~ its relative error, whatever its size */
-        if (cnt == 0 && kv > 1e-300 && kv < 1e300)
-            o.logk_s = log(kv) + zsc;
-        else
-            o.logk_s = (log(b.k) + zsc) + log(B) + cnt * 230.25850929940456840179914546844; /* log(1e100) */
+        if (cnt == 0 && kv > 1e-300 && kv < 1e300) {
+            const double lk = log(kv);
+            o.logk_s = lk + zsc;
+            o.logk = lk - b.sc;
+        } else {
+            const double lk = log(b.k), lb = log(B), lc = cnt * 230.25850929940456840179914546844; /* log(1e100) */
+            o.logk_s = (lk + zsc) + lb + lc;
+            o.logk = (lk - b.sc) + lb + lc;
+        }
         o.dlogk = dB / B;
         o.lr_dn = log(rdn);
         o.lr_up = log(a * xi2 + rdn); /* K_{v+1}/K_v = 2v/z + K_{v-1}/K_v */
@@ -323,6 +331,7 @@ GHF_HD static inline ghf__small_result ghf__small_eval(double a, double z)
             L += log(rho);
         }
         o.logk_s = L + z;
+        o.logk = L;
         o.dlogk = dl1;
         o.lr_dn = -log(rho);
         double tv = a * xi2;

@@ -7,6 +7,10 @@
  * 2. tests/data/bessel_ref_random.csv (random points from
  *    tests/data/gen_bessel_ref.py, an independent mpmath trapezoid): the same
  *    plus log(K_{v-1}/K_v).
+ * 2b. tests/data/bessel_turning.csv (4,801 points of the turning region
+ *    z in [0.5|v|, 2|v|], half within 0.1|v| of z = 0.66|v| where log K ~ 0,
+ *    |v| from 1 to 1000; tests/data/gen_bessel_turning.py, 50 digits): log K
+ *    itself from ghf_log_kv and ghf_bessel_logk, and the scaled log K + z.
  * 3. Evenness in v, public wrappers, finiteness for z from 1e-300 to 1e300,
  *    monotonicity in z, an order finite difference (loose, independent), and
  *    the slow saddle-point trapezoid of bessel_trap.h (an independent method,
@@ -128,17 +132,19 @@ static void test_grid(void)
         double v = x[2], z = x[3];
         long double L = (long double)x[4] + x[5], D = (long double)x[6] + x[7];
         long double Q = (long double)x[10] + x[11];
-        ghf_bessel_eval e = ghf_bessel_fused(v, z);
-        check(&wl, ghf_bessel_logk(&e, z), L, TOL_LOGK, 1, v, z);
+        ghf_bessel_eval e = ghf_bessel_fused(v, z), e2;
+        const double lk = ghf_bessel_logk(v, z, &e2);
+        check(&wl, lk, L, TOL_LOGK, 1, v, z);
         /* the scaled log K + z keeps that accuracy relative to its own size */
         check(&wls, e.logk_s, L + (long double)z, TOL_LOGK, 1, v, z);
         check(&wr, e.log_ratio_up, Q, TOL_RATIO, 1, v, z);
         check(&wd, e.dlogk_dv, D, TOL_DLOGK, 0, v, z);
         /* log(K_v / K_{v+1}) is log_ratio_dn at order v+1 */
         check(&wn, ghf_bessel_fused(v + 1.0, z).log_ratio_dn, -Q, TOL_RATIO, 1, v, z);
-        /* the public single-output functions are the fused fields */
-        double pub = fabs(ghf_log_kv(v, z) - ghf_bessel_logk(&e, z)) + fabs(ghf_dlog_kv_dv(v, z) - e.dlogk_dv)
-                     + fabs(ghf_log_kv_ratio(v, z) - e.log_ratio_up);
+        /* the public single-output functions are the fused fields (log K:
+         * ghf_bessel_logk's, whose evaluation is bitwise the fused one) */
+        double pub = fabs(ghf_log_kv(v, z) - lk) + fabs(ghf_dlog_kv_dv(v, z) - e.dlogk_dv)
+                     + fabs(ghf_log_kv_ratio(v, z) - e.log_ratio_up) + (memcmp(&e, &e2, sizeof e) != 0);
         check(&wp, pub, 0.0L, TOL_LOGK, 1, v, z);
         rows++;
     }
@@ -178,7 +184,7 @@ static void test_random_ref(void)
         }
         double v = x[0], z = x[1];
         ghf_bessel_eval e = ghf_bessel_fused(v, z);
-        check(&wl, ghf_bessel_logk(&e, z), (long double)x[2] + x[3], TOL_LOGK, 1, v, z);
+        check(&wl, ghf_log_kv(v, z), (long double)x[2] + x[3], TOL_LOGK, 1, v, z);
         check(&wl, e.logk_s, (long double)x[2] + x[3] + (long double)z, TOL_LOGK, 1, v, z);
         check(&wd, e.dlogk_dv, (long double)x[4] + x[5], TOL_DLOGK, 0, v, z);
         check(&wu, e.log_ratio_up, (long double)x[6] + x[7], TOL_RATIO, 1, v, z);
@@ -194,6 +200,50 @@ static void test_random_ref(void)
     report(&wu);
     report(&wn);
     report(&wd);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The turning region, densely: log K itself (not only the scaled log K + z)
+ * where log K ~ 0 while z is large (z ~ 0.66 |v|), the points of issue 25
+ * (log K formed as (log K + z) - z lost up to 4.1e-14 at v = -970,
+ * z = 641.37).  Both public forms of log K, and the scaled value relative to
+ * its own size. */
+static void test_turning(void)
+{
+    FILE *f = open_data("GHF_BESSEL_TEST_DATA", "tests/data", "bessel_turning.csv");
+    char line[4096];
+    worst wl = {"turning log K (ghf_log_kv)", 0, 0, 0, 0}, wb = {"turning log K (bessel_logk)", 0, 0, 0, 0};
+    worst ws = {"turning log K + z (scaled)", 0, 0, 0, 0};
+    long rows = 0;
+    if (!f) {
+        g_fail++;
+        return;
+    }
+    if (!fgets(line, sizeof line, f)) g_fail++;
+    while (fgets(line, sizeof line, f)) {
+        double x[5];
+        char *p = line;
+        /* v,z,logk_hi,logk_lo,xcheck */
+        for (int k = 0; k < 5; k++) {
+            x[k] = strtod(p, &p);
+            if (*p == ',') p++;
+        }
+        const double v = x[0], z = x[1];
+        const long double L = (long double)x[2] + x[3];
+        ghf_bessel_eval e;
+        check(&wl, ghf_log_kv(v, z), L, TOL_LOGK, 1, v, z);
+        check(&wb, ghf_bessel_logk(v, z, &e), L, TOL_LOGK, 1, v, z);
+        check(&ws, e.logk_s, L + (long double)z, TOL_LOGK, 1, v, z);
+        rows++;
+    }
+    fclose(f);
+    if (rows < 4000) {
+        fprintf(stderr, "FAIL turning sweep: only %ld rows\n", rows);
+        g_fail++;
+    }
+    report(&wl);
+    report(&wb);
+    report(&ws);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -259,7 +309,7 @@ static void test_properties(void)
             double v = (urand() < 0.5) ? vs[(int)(urand() * nv)] : -1000.0 + 2000.0 * urand();
             double z = pow(10.0, -12.0 + 17.0 * urand());
             ghf_bessel_eval a = ghf__bessel_fused_trap(v, z), b = ghf_bessel_fused(v, z);
-            check(&wt, ghf_bessel_logk(&a, z), ghf_bessel_logk(&b, z), 2e-12, 1, v, z);
+            check(&wt, ghf__trap_eval(fabs(v), z).logk, ghf_log_kv(v, z), 2e-12, 1, v, z);
             check(&wtr, a.log_ratio_up, b.log_ratio_up, 2e-12, 1, v, z);
             check(&wtr, a.log_ratio_dn, b.log_ratio_dn, 2e-12, 1, v, z);
             if (fabs(v) >= 1.0) check(&wtd, a.dlogk_dv, b.dlogk_dv, 1e-10, 0, v, z);
@@ -462,6 +512,7 @@ int main(void)
            TOL_DLOGK);
     test_grid();
     test_random_ref();
+    test_turning();
     test_properties();
     test_plans();
     test_fplans();
