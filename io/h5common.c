@@ -433,7 +433,10 @@ hid_t ghf__h5_open_ro(const char *path)
     if (fapl < 0) return -1;
     H5Pset_file_locking(fapl, 1, 1);
     const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    /* on failure, the error stack survives the close (ghf__explain_open_failure reads it) */
+    const hid_t es = f < 0 ? H5Eget_current_stack() : -1;
     H5Pclose(fapl);
+    if (es >= 0) H5Eset_current_stack(es);
     return f;
 }
 

@@ -55,21 +55,6 @@ const char *ghf__file_type_name(mode_t m)
  * The file: regular, readable, HDF5, not locked by a writer
  * ------------------------------------------------------------------------- */
 
-/* HDF5 error-stack walk: did the last call fail because of a file lock? */
-static herr_t lock_cb(unsigned n, const H5E_error2_t *e, void *op)
-{
-    (void)n;
-    if (e->min_num == H5E_CANTLOCKFILE) *(int *)op = 1;
-    return 0;
-}
-
-static int failed_on_lock(void)
-{
-    int locked = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, lock_cb, &locked);
-    return locked;
-}
-
 /* Status 0 with *f open, or 2 with a message. */
 static int open_file(const char *path, const char *dn, hid_t *f, char *err, size_t errlen)
 {
@@ -109,17 +94,11 @@ static int open_file(const char *path, const char *dn, hid_t *f, char *err, size
     }
     H5Pset_file_locking(fapl, 1, 1);
     *f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    const int locked = *f < 0 && failed_on_lock();
+    /* a writer's lock, or a file shorter than its superblock records */
+    const int named = *f < 0 && ghf__explain_open_failure(path, dn, err, errlen);
     H5Pclose(fapl);
     if (*f >= 0) return 0;
-    if (locked)
-        ghf__seterr(err, errlen,
-                    "%s:%s: the file is locked by another process that has it open for writing (HDF5 file "
-                    "locking); wait until it is closed, or, if you know it is complete, set "
-                    "HDF5_USE_FILE_LOCKING=FALSE",
-                    path, dn);
-    else
-        ghf__seterr(err, errlen, "%s:%s: HDF5 file is truncated or corrupt (cannot be opened)", path, dn);
+    if (!named) ghf__seterr(err, errlen, "%s:%s: HDF5 file is truncated or corrupt (cannot be opened)", path, dn);
     return 2;
 }
 
@@ -336,52 +315,6 @@ static int check_shape(hid_t ds, const char *path, const char *dn, ghf__dsinfo *
  * Storage: virtual, external, filters, unwritten chunks
  * ------------------------------------------------------------------------- */
 
-static const char *filter_name(H5Z_filter_t id, const char *stored)
-{
-    switch (id) {
-    case H5Z_FILTER_DEFLATE: return "deflate (gzip)";
-    case H5Z_FILTER_SHUFFLE: return "shuffle";
-    case H5Z_FILTER_FLETCHER32: return "fletcher32";
-    case H5Z_FILTER_SZIP: return "szip";
-    case H5Z_FILTER_NBIT: return "nbit";
-    case H5Z_FILTER_SCALEOFFSET: return "scaleoffset";
-    case 307: return "bzip2";
-    case 32000: return "LZF";
-    case 32001: return "Blosc";
-    case 32004: return "LZ4";
-    case 32008: return "bitshuffle";
-    case 32013: return "ZFP";
-    case 32015: return "Zstandard";
-    case 32017: return "SZ";
-    case 32026: return "Blosc2";
-    default: return stored && *stored ? stored : "unregistered";
-    }
-}
-
-static int check_filters(hid_t dcpl, const char *path, const char *dn, char *err, size_t errlen)
-{
-    const int nf = H5Pget_nfilters(dcpl);
-    for (int i = 0; i < nf; i++) {
-        unsigned flags = 0, cd[16];
-        size_t ncd = 16;
-        char name[128] = "";
-        const H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, cd, sizeof name, name, NULL);
-        if (id < 0) {
-            ghf__seterr(err, errlen, "%s:%s: filter %d of the dataset cannot be read (file corrupt?)", path, dn, i);
-            return 2;
-        }
-        if (H5Zfilter_avail(id) <= 0) {
-            ghf__seterr(err, errlen,
-                        "%s:%s: the data are compressed with the %s filter (id %d), which this HDF5 library does "
-                        "not have: install that filter plugin and point HDF5_PLUGIN_PATH to it, or rewrite the "
-                        "file without it (e.g. h5repack -f NONE)",
-                        path, dn, filter_name(id, name), (int)id);
-            return 2;
-        }
-    }
-    return 0;
-}
-
 /* Chunked: every chunk must have been written (reading unwritten chunks
  * collectively hangs parallel HDF5 1.10.8).  Names the first missing rows. */
 static int check_chunks(hid_t ds, hid_t dcpl, const char *path, const char *dn, const ghf__dsinfo *info,
@@ -446,7 +379,7 @@ static int check_storage(hid_t ds, const char *path, const char *dn, ghf__dsinfo
                     "cannot read in parallel: copy it into a plain dataset first (e.g. h5repack -l %s:CONTI)",
                     path, dn, ext, dn);
         rc = 2;
-    } else if ((rc = check_filters(dcpl, path, dn, err, errlen)) == 0) {
+    } else if ((rc = ghf__check_filters(dcpl, path, dn, err, errlen)) == 0) {
         if (layout == H5D_CHUNKED) {
             rc = check_chunks(ds, dcpl, path, dn, info, err, errlen);
         } else if (layout == H5D_CONTIGUOUS) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* this module */
@@ -235,6 +236,9 @@ static int row_finite(const char *x, size_t esz, int64_t i, int d)
     return ok;
 }
 
+static void (*g_before_read)(const char *path);
+void ghf__h5_set_before_read_hook(void (*fn)(const char *path)) { g_before_read = fn; }
+
 /* What a rank reads: the window, its rows, pieces and element layout. */
 typedef struct shard_plan {
     const char *path, *dn;
@@ -259,11 +263,19 @@ static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, 
     H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
     H5Pset_all_coll_metadata_ops(fapl, 1);
     H5Pset_file_locking(fapl, 1, 1);
+    /* the file as opened: a read that fails is checked against it */
+    struct stat st_open;
+    const int have_st = stat(path, &st_open) == 0;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    char why[900] = "";
+    const int named = f < 0 && ghf__explain_open_failure(path, dn, why, sizeof why);
     H5Pclose(fapl);
     hid_t ds = -1;
     if (f < 0) {
-        ghf__seterr(err, errlen, "%s:%s: cannot open the file with the MPI-IO driver (rank %d)", path, dn, rank);
+        if (named)
+            ghf__seterr(err, errlen, "%s (rank %d)", why, rank);
+        else
+            ghf__seterr(err, errlen, "%s:%s: cannot open the file with the MPI-IO driver (rank %d)", path, dn, rank);
         st = 2;
     } else {
         ds = H5Dopen2(f, dn, H5P_DEFAULT);
@@ -278,12 +290,14 @@ static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, 
         if (f >= 0) H5Fclose(f);
         return st;
     }
+    if (g_before_read) g_before_read(path);
     hid_t ftype = H5Dget_type(ds);
     hid_t mtype = keep ? H5Tcopy(H5T_NATIVE_FLOAT) : H5Tget_native_type(ftype, H5T_DIR_ASCEND);
     hid_t fspace = H5Dget_space(ds);
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
     int64_t bad_lo = -1, bad_hi = -1;
+    ghf__stack_facts sf = {0, 0, -1, -1};
     double dummy = 0.0;
     for (int64_t p = 0; p < n_pieces; p++) {
         int64_t lr0 = p * piece_rows;
@@ -304,6 +318,7 @@ static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, 
             buf = &dummy;
         }
         herr_t r = H5Dread(ds, mtype, mspace, fspace, dxpl, buf);
+        if (r < 0 && bad_lo < 0) sf = ghf__h5_stack_facts(); /* before the next call clears it */
         H5Sclose(mspace);
         ghf__h5_record_io_mode(dxpl);
         if (r < 0) {
@@ -321,8 +336,11 @@ static int read_pieces(MPI_Comm comm, const shard_plan *sp, char *x, void *tmp, 
     H5Dclose(ds);
     H5Fclose(f);
     if (bad_lo >= 0) {
-        ghf__seterr(err, errlen, "%s:%s: reading rows [%" PRId64 ", %" PRId64 ") failed (file truncated or corrupt?)",
-                    path, dn, bad_lo, bad_hi);
+        char fallback[1200];
+        snprintf(fallback, sizeof fallback, "%s:%s: reading rows [%" PRId64 ", %" PRId64 ") failed (file truncated or corrupt?)",
+                 path, dn, bad_lo, bad_hi);
+        /* a cause that can be named first: the file changed, a filter, ... */
+        ghf__explain_read_failure(path, dn, have_st ? &st_open : NULL, &sf, bad_lo, bad_hi, fallback, err, errlen);
         st = 2;
     }
     return ghf__agree(comm, st, err, errlen);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* this module */
 #include "h5internal.h"
@@ -122,6 +123,9 @@ int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int
         return 1;
     }
     ghf__h5_quiet();
+    struct stat st_open;
+    const int have_st = stat(path, &st_open) == 0;
+    ghf__stack_facts sf = {0, 0, -1, -1};
     hid_t f = ghf__h5_open_ro(path);
     hid_t ds = f >= 0 ? H5Dopen2(f, dn, H5P_DEFAULT) : -1;
     hid_t fs = ds >= 0 ? H5Dget_space(ds) : -1, ms = -1;
@@ -134,14 +138,19 @@ int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int
         const hsize_t mdims[2] = {(hsize_t)s->n_read, (hsize_t)s->d};
         ms = H5Screate_simple(2, mdims, NULL);
         rc = ms < 0 || H5Dread(ds, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, x) < 0;
+        if (rc) sf = ghf__h5_stack_facts(); /* before the next call clears it */
     }
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (ds >= 0) H5Dclose(ds);
     if (f >= 0) H5Fclose(f);
     if (rc) {
-        ghf__seterr(err, errlen, "%s: reading a sample of %" PRId64 " rows failed (file truncated or corrupt?)", what,
-                    s->n_read);
+        char fallback[1400];
+        snprintf(fallback, sizeof fallback, "%s: reading a sample of %" PRId64 " rows failed (file truncated or corrupt?)",
+                 what, s->n_read);
+        /* a cause that can be named first: the file changed, a filter, ... */
+        ghf__explain_read_failure(path, dn, have_st ? &st_open : NULL, &sf, s->start, s->start + s->len, fallback,
+                                  err, errlen);
         free(x);
         return 2;
     }

@@ -642,7 +642,8 @@ int ghf_h5_read_fit_summary(const char *path, ghf_fit_summary **rows, int *n_row
     }
     hid_t f = ghf__h5_open_ro(path);
     if (f < 0) {
-        ghf__seterr(err, errlen, "%s:/summary: HDF5 file is truncated or corrupt", path);
+        if (!ghf__explain_open_failure(path, "/summary", err, errlen))
+            ghf__seterr(err, errlen, "%s:/summary: HDF5 file is truncated or corrupt", path);
         return 2;
     }
     int rc = 2;
@@ -707,7 +708,8 @@ int ghf_h5_read_run_ident(const char *path, ghf_run_ident *id, char *err, size_t
     }
     hid_t f = ghf__h5_open_ro(path);
     if (f < 0) {
-        ghf__seterr(err, errlen, "%s: HDF5 file is truncated or corrupt", path);
+        if (!ghf__explain_open_failure(path, NULL, err, errlen))
+            ghf__seterr(err, errlen, "%s: HDF5 file is truncated or corrupt", path);
         return 2;
     }
     char *slice = ghf__attr_read_str(f, "slice"), *hash = ghf__attr_read_str(f, "job_hash");

@@ -361,6 +361,7 @@ static void test_bad_inputs(void)
     expect_bad("text file named x.h5", &o, "not an HDF5 file");
     o.path = trunc;
     expect_bad("truncated HDF5 file", &o, "truncated or corrupt");
+    expect_bad("truncated HDF5 file, sizes named", &o, "it is truncated, 1024 bytes where its superblock records");
     o.path = good;
     o.dataset = "/nope";
     expect_bad("missing dataset", &o, "no such dataset");
@@ -577,6 +578,154 @@ static void test_f32_keep(void)
     f32_case("f32: non-finite rows dropped, window", "nonfinite.h5", NULL, 6, 1, 1);
 }
 
+/* --------------------------------------------------------------------------- */
+/* Named causes of a failed read (issue 25): before "file truncated or
+ * corrupt?", a file changed during the read, a filter that failed to decode,
+ * a filter this HDF5 has without its decoder (a class registered in-process
+ * for the LZF id: H5Zfilter_avail still says yes), whether inspected before
+ * or after the decoder went, and szip where this HDF5 lacks it (the built-in
+ * szip cannot be unregistered: hidden from ghfit's checks by a test hook). */
+
+static char g_hook_path[512];
+static void truncate_hook(const char *path)
+{
+    /* rank 0 cuts the file to half while every rank has it open */
+    if (g_rank == 0 && !strcmp(path, g_hook_path)) {
+        struct stat st;
+        if (stat(path, &st) == 0 && truncate(path, st.st_size / 2) != 0) perror("truncate");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static size_t pass_filter(unsigned flags, size_t ncd, const unsigned cd[], size_t nbytes, size_t *buf_size,
+                          void **buf)
+{
+    (void)flags; (void)ncd; (void)cd; (void)buf_size; (void)buf;
+    return nbytes;
+}
+
+static size_t fail_filter(unsigned flags, size_t ncd, const unsigned cd[], size_t nbytes, size_t *buf_size,
+                          void **buf)
+{
+    (void)flags; (void)ncd; (void)cd; (void)nbytes; (void)buf_size; (void)buf;
+    return 0;
+}
+
+#define TEST_FILTER_ID 32000 /* LZF's id */
+/* the test filter id with an encoder and a decoder that copy, or with neither */
+static int register_test_filter(int working)
+{
+    static const H5Z_class2_t pass = {H5Z_CLASS_T_VERS, TEST_FILTER_ID, 1, 1, "lzf", NULL, NULL, pass_filter};
+    static const H5Z_class2_t none = {H5Z_CLASS_T_VERS, TEST_FILTER_ID, 0, 0, "lzf", NULL, NULL, fail_filter};
+    int ok = H5Zregister(working ? &pass : &none) >= 0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    CHECK(all, "H5Zregister of the test filter failed");
+    return all;
+}
+
+/* n x 4 rows of val(), chunked (100 rows): 0 deflate, 1 the test filter, 2 szip */
+static void make_filtered(const char *path, int64_t n, int kind)
+{
+    double *x = (double *)malloc((size_t)n * 4 * sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        for (int j = 0; j < 4; j++) x[i * 4 + j] = val(i, j);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = {(hsize_t)n, 4}, chunk[2] = {100, 4};
+    hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    if (kind == 1)
+        H5Pset_filter(dcpl, TEST_FILTER_ID, H5Z_FLAG_MANDATORY, 0, NULL);
+    else if (kind == 2)
+        H5Pset_szip(dcpl, H5_SZIP_NN_OPTION_MASK, 8);
+    else
+        H5Pset_deflate(dcpl, 6);
+    hid_t ds = H5Dcreate2(f, "/X", H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    herr_t w = ds >= 0 ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) : -1;
+    CHECK(w >= 0, "writing %s failed", path);
+    if (ds >= 0) H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    free(x);
+}
+
+static void test_named_causes(void)
+{
+    char gz[512], bad[512], lz1[512], lz2[512], sz[512], sz2[512];
+    path_in_dir(gz, sizeof gz, "gz_changed.h5");
+    path_in_dir(bad, sizeof bad, "gz_corrupt.h5");
+    path_in_dir(lz1, sizeof lz1, "nodec_read.h5");
+    path_in_dir(lz2, sizeof lz2, "nodec_new.h5");
+    path_in_dir(sz, sizeof sz, "szip.h5");
+    path_in_dir(sz2, sizeof sz2, "szip_new.h5");
+    unsigned cfg = 0;
+    int can_szip = H5Zfilter_avail(H5Z_FILTER_SZIP) > 0 && H5Zget_filter_info(H5Z_FILTER_SZIP, &cfg) >= 0 &&
+                   (cfg & H5Z_FILTER_CONFIG_ENCODE_ENABLED) != 0;
+    MPI_Bcast(&can_szip, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const int have_filter = register_test_filter(1);
+    if (g_rank == 0) {
+        make_filtered(gz, 2000, 0);
+        make_filtered(bad, 2000, 0);
+        /* overwrite the middle of the chunk of rows [1000, 1100) in place */
+        hid_t f = H5Fopen(bad, H5F_ACC_RDONLY, H5P_DEFAULT), ds = H5Dopen2(f, "/X", H5P_DEFAULT);
+        hsize_t off[2] = {1000, 0}, size = 0;
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        H5Dget_chunk_info_by_coord(ds, off, &mask, &addr, &size);
+        H5Dclose(ds);
+        H5Fclose(f);
+        FILE *fp = fopen(bad, "r+b");
+        char junk[64];
+        memset(junk, 0x5a, sizeof junk);
+        CHECK(fp && addr != HADDR_UNDEF && size > 96, "cannot locate the chunk to damage");
+        if (fp && addr != HADDR_UNDEF && size > 96 && fseek(fp, (long)(addr + size / 2 - 32), SEEK_SET) == 0)
+            fwrite(junk, 1, sizeof junk, fp);
+        if (fp) fclose(fp);
+        if (have_filter) {
+            make_filtered(lz1, 400, 1);
+            make_filtered(lz2, 400, 1);
+        }
+        if (can_szip) {
+            make_filtered(sz, 400, 2);
+            make_filtered(sz2, 400, 2);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ghf_read_opts o = {gz, NULL, 0, -1, 1, 0, 0, 0, NULL};
+    /* the file cut to half between opening and reading */
+    snprintf(g_hook_path, sizeof g_hook_path, "%s", gz);
+    ghf__h5_set_before_read_hook(truncate_hook);
+    expect_bad("file changed during the read", &o, "the file changed while ghfit was reading it");
+    ghf__h5_set_before_read_hook(NULL);
+    /* a damaged compressed chunk: the filter that failed is named */
+    o.path = bad;
+    expect_bad("corrupt deflate chunk", &o, "failed in the deflate (gzip) filter");
+    if (have_filter) {
+        read_and_check("test filter with its decoder", lz1, NULL, 0, -1, 400, 4, 64);
+        if (register_test_filter(0)) {
+            /* inspected while the decoder was there (rank 0 keeps that
+             * inspection): the read fails, and the cause is named */
+            o.path = lz1;
+            expect_bad("decoder gone after inspection", &o,
+                       "LZF filter (id 32000), which this HDF5 library has without its decoder");
+            /* a file inspected now */
+            o.path = lz2;
+            expect_bad("filter without decoder", &o,
+                       "LZF filter (id 32000), which this HDF5 library has without its decoder");
+        }
+    }
+    if (!can_szip) {
+        if (g_rank == 0) printf("  skipped: szip (this HDF5 cannot write it)\n");
+        return;
+    }
+    read_and_check("szip dataset", sz, NULL, 0, -1, 400, 4, 64);
+    ghf__h5_set_hidden_filter(H5Z_FILTER_SZIP);
+    o.path = sz2; /* inspected now (the inspection of sz is kept, and the real decoder reads it) */
+    expect_bad("szip hidden from the checks", &o, "szip filter (id 4), which is not available to this HDF5 build");
+    expect_bad("szip hidden from the checks", &o, "h5repack -f NONE");
+    ghf__h5_set_hidden_filter(-1);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -600,6 +749,7 @@ int main(int argc, char **argv)
     test_nonfinite();
     test_f32_keep();
     test_gen_errors();
+    test_named_causes();
 
     int fails = 0, checks = 0;
     MPI_Allreduce(&g_fail, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -69,6 +69,41 @@ typedef struct ghf__dsinfo {
 int ghf__inspect(const char *path, const char *dataset, ghf__dsinfo *info,
                  char *err, size_t errlen);
 
+/* Naming the cause of a failed open or read (io/h5diag.c), ruled out in
+ * turn before any "truncated or corrupt?" fallback. */
+struct stat;
+/* What the HDF5 error stack says (read it right after the failing call:
+ * the next HDF5 call clears it; local, no file access). */
+typedef struct ghf__stack_facts {
+    int pline;                 /* the filter pipeline failed */
+    int locked;                /* the file lock could not be taken */
+    long long eof, stored_eof; /* a truncated file at open (-1: not that) */
+} ghf__stack_facts;
+ghf__stack_facts ghf__h5_stack_facts(void);
+/* The name of filter id ("szip", "deflate (gzip)", ...; stored: the name
+ * recorded in the file, for unknown ids). */
+const char *ghf__filter_name(H5Z_filter_t id, const char *stored);
+/* Status 2 with a message when a filter of the pipeline dcpl cannot be
+ * decoded by this HDF5 (not registered, or no decoder); szip named with
+ * the h5repack conversion.  0 when all can. */
+int ghf__check_filters(hid_t dcpl, const char *path, const char *dn, char *err, size_t errlen);
+/* After a failed H5Fopen of path (call it first): 1 with a message when the
+ * cause can be named (a writer's lock, not readable, truncated below what
+ * its superblock records), else 0 and err untouched.  dn may be NULL. */
+int ghf__explain_open_failure(const char *path, const char *dn, char *err, size_t errlen);
+/* 1 if a and b differ in device, inode, size or mtime */
+int ghf__stat_changed(const struct stat *a, const struct stat *b);
+/* After a failed read of rows [r0, r1) of path:dn (sf: the stack facts
+ * taken right after the failure; st_open: the file's stat before it was
+ * opened, or NULL): err names, in turn, a file changed or removed since it
+ * was opened, a file not readable, a filter this HDF5 cannot decode, a file
+ * shorter than the data of these rows, a filter that failed to decode;
+ * else err = fallback.  Opens the file again, serially (call it after the
+ * collective file is closed; local to the calling rank). */
+void ghf__explain_read_failure(const char *path, const char *dn, const struct stat *st_open,
+                               const ghf__stack_facts *sf, int64_t r0, int64_t r1, const char *fallback,
+                               char *err, size_t errlen);
+
 /* "regular file", "FIFO (named pipe)", "character device", ... */
 const char *ghf__file_type_name(mode_t m);
 
@@ -150,6 +185,13 @@ size_t ghf__h5_max_piece_bytes(void);
 int      ghf__h5_last_io_mode(void);
 uint32_t ghf__h5_last_no_coll_cause(void);
 void     ghf__h5_record_io_mode(hid_t dxpl);
+/* Called (when set) by every rank of the collective shard read once the file
+ * and dataset are open, before the first row is read: tests change the file
+ * there (a file rewritten during a run).  NULL: none. */
+void ghf__h5_set_before_read_hook(void (*fn)(const char *path));
+/* Tests: treat filter id as absent from this HDF5 in the filter checks
+ * (io/h5diag.c; -1: none).  The built-in ones (szip) cannot be unregistered. */
+void ghf__h5_set_hidden_filter(H5Z_filter_t id);
 /* Number of collective data calls (pieces) of the last read/write. */
 int      ghf__h5_last_n_pieces(void);
 void     ghf__h5_set_last_n_pieces(int n);
