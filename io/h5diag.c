@@ -222,6 +222,41 @@ static long long data_end(hid_t ds, hid_t dcpl, int64_t r0, int64_t r1)
     return end;
 }
 
+/* The first block of chunk rows in [r0, r1) that cannot be read: 0 with
+ * [*a, *b), or -1 when not found (or too large to look for). */
+static int first_bad_rows(hid_t ds, hid_t dcpl, int64_t r0, int64_t r1, int64_t *a, int64_t *b)
+{
+    if (H5Pget_layout(dcpl) != H5D_CHUNKED) return -1;
+    hid_t fs = H5Dget_space(ds);
+    const int nd = H5Sget_simple_extent_ndims(fs);
+    hsize_t dims[2] = {0, 1}, cd[2] = {1, 1};
+    int rc = -1;
+    if (nd >= 1 && nd <= 2 && H5Sget_simple_extent_dims(fs, dims, NULL) >= 0 && H5Pget_chunk(dcpl, 2, cd) == nd &&
+        cd[0] > 0 && (hsize_t)r1 <= dims[0] && (double)cd[0] * (double)dims[1] * 8.0 <= 64.0 * 1048576.0) {
+        double *buf = (double *)malloc((size_t)(cd[0] * dims[1]) * sizeof(double));
+        int64_t looked = 0;
+        for (hsize_t i = (hsize_t)r0 / cd[0] * cd[0]; buf && i < (hsize_t)r1 && looked < 100000; i += cd[0], looked++) {
+            const hsize_t lo = i < (hsize_t)r0 ? (hsize_t)r0 : i;
+            const hsize_t hi = i + cd[0] < (hsize_t)r1 ? i + cd[0] : (hsize_t)r1;
+            hsize_t off[2] = {lo, 0}, cnt[2] = {hi - lo, dims[1]};
+            hid_t ms = H5Screate_simple(nd, cnt, NULL);
+            const herr_t r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0
+                                 ? -1
+                                 : H5Dread(ds, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, buf);
+            H5Sclose(ms);
+            if (r < 0) {
+                *a = (int64_t)lo;
+                *b = (int64_t)hi;
+                rc = 0;
+                break;
+            }
+        }
+        free(buf);
+    }
+    H5Sclose(fs);
+    return rc;
+}
+
 void ghf__explain_read_failure(const char *path, const char *dn, const struct stat *st_open,
                                const ghf__stack_facts *sf, int64_t r0, int64_t r1, const char *fallback, char *err,
                                size_t errlen)
@@ -274,7 +309,13 @@ void ghf__explain_read_failure(const char *path, const char *dn, const struct st
                     "the data of these rows extend to byte %lld)",
                     path, dn, r0, r1, (long long)now.st_size, end);
     } else if (sf && sf->pline && f0 >= 0) {
-        /* 5. the filter pipeline failed although every filter is there */
+        /* 5. the filter pipeline failed although every filter is there:
+         * the first rows whose chunk cannot be decoded */
+        int64_t a = r0, b = r1;
+        if (first_bad_rows(ds, dcpl, r0, r1, &a, &b) == 0) {
+            r0 = a;
+            r1 = b;
+        }
         ghf__seterr(err, errlen,
                     "%s:%s: reading rows [%" PRId64 ", %" PRId64 ") failed in the %s filter (id %d): the "
                     "compressed data cannot be decoded (corrupt chunks, or written with settings this HDF5 "

@@ -202,15 +202,18 @@ class_messages() {
   make_data
   need_h5py
   "$PY" "$HERE/faults_make_h5.py" >/dev/null || { echo "faults_make_h5.py failed"; exit 1; }
-  PROTECT+=(good.h5 lzf.h5 vds.h5 external.h5 ext_raw.bin links.h5 wide.h5 toowide.h5)
+  PROTECT+=(good.h5 lzf.h5 gzip_bad.h5 vds.h5 external.h5 ext_raw.bin links.h5 wide.h5 toowide.h5)
   for np in 1 2; do
     expect 2 "LZF filter (id 32000), which this HDF5 library does not have" $np -- "${FIT[@]}" --data lzf.h5 --out o.h5
+    expect 2 "rows \[500, 600) failed in the deflate (gzip) filter (id 1)" $np -- "${FIT[@]}" --data gzip_bad.h5 --out o.h5
     expect 2 "is a virtual dataset" $np -- "${FIT[@]}" --data vds.h5 --out o.h5
     expect 2 "external storage in ext_raw.bin" $np -- "${FIT[@]}" --data external.h5 --out o.h5
     expect 2 "soft link to /nowhere, which does not exist" $np -- "${FIT[@]}" --data links.h5 --dataset /soft_dangling --out o.h5
     expect 2 "the file no-such-file.h5 does not exist" $np -- "${FIT[@]}" --data links.h5 --dataset /ext_missing_file --out o.h5
     expect 2 "2 rows but 1000000 columns" $np -- "${FIT[@]}" --data wide.h5 --out o.h5
   done
+  # ghfit check's sample of rows names the same cause
+  expect 2 "failed in the deflate (gzip) filter (id 1)" 1 -- check fit --model nig --data gzip_bad.h5 --out o.h5
   expect 2 "/grp/dangling is a soft link to /grp/none" 1 -- "${FIT[@]}" --data links.h5 --dataset /grp/dangling --out o.h5
   expect 2 "external link to good.h5:/nope, which cannot be opened" 1 -- "${FIT[@]}" --data links.h5 --dataset /ext_missing_obj --out o.h5
   expect 2 "no such dataset (the group /grp holds: dangling)" 1 -- "${FIT[@]}" --data links.h5 --dataset /grp/nope --out o.h5

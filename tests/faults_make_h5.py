@@ -2,7 +2,7 @@
 """faults_make_h5.py - HDF5 input variants for tests/faults_input.sh, made in
 the current directory with Debian's h5py: unwritten chunks, unwritten
 contiguous storage, a filter ghfit's HDF5 lacks (LZF: h5py registers it for
-itself only), a virtual dataset, external raw storage, a dangling soft link,
+itself only), a damaged compressed chunk, a virtual dataset, external raw storage, a dangling soft link,
 external links to a missing file and a missing object, and absurd shapes."""
 import h5py
 import numpy as np
@@ -60,4 +60,13 @@ with h5py.File("huge.h5", "w") as f:
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
     h5py.h5d.create(f.id, b"X", h5py.h5t.IEEE_F64LE, h5py.h5s.create_simple((2**38, 4)), dcpl=dcpl)
+# chunked and compressed, every chunk written, one chunk damaged in place
+# (its middle overwritten): the read fails in the deflate filter
+with h5py.File("gzip_bad.h5", "w") as f:
+    f.create_dataset("X", data=x, chunks=(100, 3), compression="gzip")
+with h5py.File("gzip_bad.h5", "r") as f:
+    info = f["X"].id.get_chunk_info_by_coord((500, 0))
+with open("gzip_bad.h5", "r+b") as fp:
+    fp.seek(info.byte_offset + info.size // 2 - 16)
+    fp.write(b"\x5a" * 32)
 print("made the variants")
