@@ -278,7 +278,7 @@ static void test_properties(void)
             double z = pow(10.0, le);
             ghf_bessel_eval e = ghf_bessel_fused(vs[i], z);
             double bad = !isfinite(e.logk_s) + !isfinite(e.log_ratio_up) + !isfinite(e.log_ratio_dn)
-                         + !isfinite(e.dlogk_dv);
+                         + !isfinite(e.dlogk_dv) + !isfinite(ghf_log_kv(vs[i], z));
             check(&wfin, bad, 0.0L, 0.5, 1, vs[i], z);
         }
     }
