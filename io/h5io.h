@@ -151,10 +151,12 @@ int  ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks,
 
 typedef enum ghf_path_kind {
     GHF_PATH_INPUT = 0, /* read only */
-    GHF_PATH_RESULT,    /* a result file: replaced only if it has the root attribute ghfit_version */
+    GHF_PATH_RESULT,    /* a fit/run result file: root attribute ghfit_version and no root attribute content */
     GHF_PATH_CHECKPOINT,/* a checkpoint or its _prev: format = "ghfit-checkpoint" */
     GHF_PATH_MATRIX,    /* `ghfit generate --out`: a data set written by ghfit generate */
-    GHF_PATH_SCORES     /* `ghfit eval --out`: root attribute ghfit_scores_version */
+    GHF_PATH_SCORES,    /* `ghfit eval --out`: root attribute ghfit_scores_version */
+    GHF_PATH_RISK,      /* `ghfit risk --out`: ghfit_version and content = "risk" */
+    GHF_PATH_GOF        /* `ghfit gof --out`: ghfit_version and content = "gof" */
 } ghf_path_kind;
 
 typedef struct ghf_path_use {
@@ -175,6 +177,9 @@ int ghf_paths_check(const ghf_path_use *u, int n, char *err, size_t errlen);
 int ghf_same_file(const char *a, const char *b);
 /* 1 if path is a regular file carrying ghfit's signature of `kind`. */
 int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset);
+/* What kind of ghfit file path is, for messages: "a ghfit fit result", "a
+ * ghfit risk output", ... or "" when none. */
+const char *ghf_path_what(const char *path);
 
 /* Takes "<path>.lock" (created if needed; an fcntl write lock) for the rest
  * of the process: 0, or 2 with a message naming the holder (pid, host,

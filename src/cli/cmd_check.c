@@ -93,8 +93,8 @@ static void line(const char *key, const char *fmt, ...)
 void ghf__check_output_line(const char *out)
 {
     struct stat sb;
-    line("output", "%s: %s", out,
-         stat(out, &sb) == 0 ? "an earlier result of ghfit, to be replaced" : "a new file; its directory is writable");
+    if (stat(out, &sb) != 0) line("output", "%s: a new file; its directory is writable", out);
+    else line("output", "%s: an earlier output of this command (%s), to be replaced", out, ghf_path_what(out));
 }
 
 void ghf__check_sample_line(const ghf_h5_sample *s, const char *bad_note)

@@ -199,7 +199,7 @@ int ghf_risk_check(ghf_risk_opts *o, ghf_risk_model *md, int dry, char *err, siz
     if (!st) {
         const ghf_path_use u[3] = {{o->model, "--model", GHF_PATH_INPUT, NULL},
                                    {o->wfile, "--portfolios", GHF_PATH_INPUT, NULL},
-                                   {o->out, "--out", GHF_PATH_RESULT, NULL}};
+                                   {o->out, "--out", GHF_PATH_RISK, NULL}};
         st = ghf_paths_check(u, 3, err, errlen);
     }
     if (!st) st = (dry ? ghf_out_lock_query : ghf_out_lock)(o->out, err, errlen);
