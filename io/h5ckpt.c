@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +370,7 @@ static int read_contents(hid_t f, ghf_ckpt *c)
         ghf__attr_read_i64(f, "dim", &v) || read_attr_str(f, "options_hash", &hash) ||
         ghf__attr_read_i64(f, "n_fits", &c->n_fits))
         goto out;
+    if (v < 1 || v > GHF_D_MAX || c->n_rows < 1 || c->n_fits < 0 || c->n_fits > INT_MAX) goto out; /* bounded before any int */
     snprintf(c->kind, sizeof c->kind, "%s", kind);
     c->d = (int)v;
     c->hash = strtoull(hash, NULL, 16);
@@ -405,7 +407,8 @@ static int read_contents(hid_t f, ghf_ckpt *c)
         char *name = NULL;
         int64_t it = 0, dd = 0;
         ok = ghf__attr_read_i64(rg, "index", &r->index) == 0 && read_attr_str(rg, "name", &name) == 0 &&
-             ghf__attr_read_i64(rg, "iter", &it) == 0 && ghf__attr_read_i64(rg, "dim", &dd) == 0 && it >= 0 && dd >= 1;
+             ghf__attr_read_i64(rg, "iter", &it) == 0 && ghf__attr_read_i64(rg, "dim", &dd) == 0 && it >= 0 && it <= INT_MAX &&
+             dd >= 1 && dd <= GHF_D_MAX;
         if (ok) {
             snprintf(r->name, sizeof r->name, "%s", name);
             char *fam = NULL;

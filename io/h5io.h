@@ -138,6 +138,13 @@ typedef struct ghf_h5_sample {
 int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int64_t len, ghf_h5_sample *s,
                        char *err, size_t errlen);
 
+/* The largest dimension d ghfit handles: the E-step statistics
+ * (ghf_stats_len: d^2 + 2d + a few), a checkpoint's parameters
+ * (ghf_ckpt_param_len) and the MPI counts of d x d matrices are int, so 2 d^2
+ * must stay below 2^31.  Data with more columns, fits, checkpoints and
+ * `generate --dim` beyond it are refused (exit 2) with a line naming it. */
+#define GHF_D_MAX 32768
+
 /* Can `rows` x `d` be fitted at all?  Status 2 with a message starting with
  * `what` when rows < d + 1, or when one of n_ranks ranks would need more
  * memory for its rows and the d x d matrices than the node has; else 0.
@@ -387,6 +394,7 @@ typedef struct ghf_fit_model_info {
     int has_data;
     char data_file[1024], dataset[256];
     int64_t row_start, row_count, n_dropped;
+    double loglik_unweighted; /* attribute loglik_unweighted of a weighted fit, NaN when absent */
 } ghf_fit_model_info;
 
 /* Reads the attributes of /fits/<rows[i].name> for each of n summary rows

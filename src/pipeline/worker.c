@@ -696,7 +696,12 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
         return FIT_ERROR;
     }
-    ghf_fit_out_gather(g->gcomm, &out);
+    if (ghf_fit_out_gather(g->gcomm, &out) != 0) { /* collective: 1 on every rank */
+        snprintf(msg, msglen, "out of memory (the per-rank timings of fit %s)", s->name);
+        ghf_fit_out_free(&out);
+        *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        return FIT_ERROR;
+    }
     warm_set(w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED);
     if (g->grank == 0) {
         if (fit_mode && out.em.n_decrease > 0)

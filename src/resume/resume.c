@@ -327,9 +327,23 @@ int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ck
     }
     int64_t nb = (int64_t)b.n;
     MPI_Bcast(&nb, 1, MPI_INT64_T, 0, comm);
+    char msg[256] = "";
+    int oom = 0;
     if (rank != 0) {
-        b.p = malloc((size_t)nb);
-        b.n = b.cap = (size_t)nb;
+        b.p = ghf_test_fail("ckpt_bcast", NULL, 0) ? NULL : malloc((size_t)(nb > 0 ? nb : 1));
+        b.n = b.cap = b.p ? (size_t)nb : 0;
+        if (!b.p) {
+            oom = 1;
+            snprintf(msg, sizeof msg, "%s: rank %d: out of memory for the checkpoint (%lld bytes) to be distributed",
+                     path, rank, (long long)nb);
+        }
+    }
+    /* agreed before the broadcast: no rank receives into a buffer it has not got */
+    if (ghf_agree(comm, oom, msg, sizeof msg)) {
+        ghf_ckpt_free(c);
+        ghf_pack_free(&b);
+        snprintf(err, errlen, "%s", msg);
+        return 1;
     }
     /* in pieces below 2^31 bytes */
     for (int64_t off = 0; off < nb; off += 1 << 30) {
