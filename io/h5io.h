@@ -150,6 +150,13 @@ int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int
  * memory for its rows and the d x d matrices than the node has; else 0.
  * Pure arithmetic: call it before allocating anything. */
 int  ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, char *err, size_t errlen);
+/* Can each of n_ranks ranks hold its ceil(rows / n_ranks) rows of d values
+ * (bytes_per_value each: the float64 rows and a write buffer) and a few
+ * d x d matrices?  Status 2 with a message starting with `what` (too many
+ * values, or more memory per rank than this node has), else 0.  Pure
+ * arithmetic (`ghfit sample` and its check). */
+int  ghf_rows_mem_check(const char *what, int64_t rows, int64_t d, int n_ranks, double bytes_per_value, char *err,
+                        size_t errlen);
 
 /* ---------------------------------------------------------------------------
  * Path safety (io/guard.c; serial, rank 0): what ghfit may write, replace or

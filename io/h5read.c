@@ -187,6 +187,27 @@ int ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, 
     return 0;
 }
 
+int ghf_rows_mem_check(const char *what, int64_t rows, int64_t d, int n_ranks, double bytes_per_value, char *err,
+                       size_t errlen)
+{
+    if (n_ranks < 1) n_ranks = 1;
+    if (d < 1 || rows > INT64_MAX / 16 / d) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows x %" PRId64 " columns: too many values", what, rows, d);
+        return 2;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || psize <= 0) return 0; /* unknown: let malloc decide */
+    const double mem = (double)pages * (double)psize;
+    const double need = ceil((double)rows / n_ranks) * (double)d * bytes_per_value + 3.0 * (double)d * (double)d * 8.0;
+    if (need > mem) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows x %" PRId64 " columns need %.3g GiB per rank on %d rank%s, "
+                    "more than the %.3g GiB of this node (use more ranks or fewer rows)", what, rows, d,
+                    need / 1073741824.0, n_ranks, n_ranks == 1 ? "" : "s", mem / 1073741824.0);
+        return 2;
+    }
+    return 0;
+}
+
 /* Converts cnt elements of the native type (cls, size) at src to double. */
 static void to_double(double *dst, const void *src, int64_t cnt, int cls, int size)
 {

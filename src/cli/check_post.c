@@ -85,6 +85,8 @@ static int check_sample(post *p, int argc, char **argv)
     if ((st = step_model(p, so.model))) return st;
     if ((st = step_files(p, ghf_sample_plan(&so, p->file, p->ranks)))) return st;
     const int d = p->law.d;
+    if ((st = ghf_rows_mem_check("sample --n", so.n, d, p->ranks, GHF_SAMPLE_BYTES_PER_VALUE, p->err, sizeof p->err)))
+        return st;
     ghf_params t;
     memset(&t, 0, sizeof t);
     double *L = calloc((size_t)d * (size_t)d, sizeof(double));

@@ -55,10 +55,21 @@ static int split_spec(const char *s, char *path, size_t plen, char *suf, size_t 
 static int parse_alpha(const char *s, ghf_risk_opts *o)
 {
     char buf[8192];
+    if (strlen(s) >= sizeof buf) {
+        ghf_error0("--alpha: longer than %zu characters", sizeof buf - 1);
+        return GHF_EXIT_USAGE;
+    }
     snprintf(buf, sizeof buf, "%s", s);
     o->K = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    /* every item between commas is a level: an empty one ("0.99,,", ",0.99") is refused */
+    for (char *t = buf, *next; t; t = next) {
         double a;
+        next = strchr(t, ',');
+        if (next) *next++ = '\0';
+        if (!*t) {
+            ghf_error0("--alpha: '%s' has an empty item (levels are comma-separated, e.g. --alpha 0.99,0.975)", s);
+            return GHF_EXIT_USAGE;
+        }
         if (o->K >= RISK_MAX_ALPHA) {
             ghf_error0("--alpha: more than %d levels", RISK_MAX_ALPHA);
             return GHF_EXIT_USAGE;

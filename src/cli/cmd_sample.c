@@ -63,6 +63,10 @@ static int sample_run(MPI_Comm comm, const ghf_sample_opts *so, const char *file
     const ghf_io_plan plan = ghf_sample_plan(so, file, size);
     st = ghf_io_check(comm, &plan, NULL, NULL, err, errlen);
     const int d = law.d;
+    if (!st) { /* before any allocation: the rows of a rank and the write's buffer (agreed: nodes differ) */
+        st = ghf_rows_mem_check("sample --n", so->n, d, size, GHF_SAMPLE_BYTES_PER_VALUE, err, errlen);
+        st = ghf_agree(comm, st, err, errlen);
+    }
     int64_t row0 = 0, nrows = 0;
     ghf_block_range(so->n, rank, size, &row0, &nrows);
     ghf_params t;
