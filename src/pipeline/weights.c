@@ -106,8 +106,8 @@ static void blk_wsum(void *ctx, const double *x, int nb, int d, double *part)
     }
 }
 
-int ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, double *sum, double *sum2,
-                      int *unit, char *err, size_t errlen)
+int ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, int d, double *sum,
+                      double *sum2, int *unit, char *err, size_t errlen)
 {
     double s[2] = {0.0, 0.0};
     if (ghf_xreduce_rows(comm, w, nrows, 1, 2, blk_wsum, NULL, s)) {
@@ -129,6 +129,26 @@ int ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t 
         char lab[1600];
         ghf__weights_label(j, lab, sizeof lab);
         snprintf(err, errlen, "weights %s: the sum of the weights (or of their squares) overflows", lab);
+        return GHF_EXIT_USAGE;
+    }
+    /* The effective-row rule: Kish's n_eff = (sum w)^2 / sum w^2 >= d + 1,
+     * as an unweighted fit needs d + 1 rows (n_eff <= the number of rows
+     * with a non-zero weight, so that count is >= d + 1 too).  Below it
+     * the weighted covariance is singular or rests on a handful of rows
+     * and the EM ends at a boundary of no meaning. */
+    const double n_eff = s[1] > 0.0 ? (s[0] / s[1]) * s[0] : 0.0;
+    int64_t pos = 0, n_pos = 0;
+    for (int64_t i = 0; i < nrows; i++) pos += w[i] > 0.0;
+    MPI_Allreduce(&pos, &n_pos, 1, MPI_INT64_T, MPI_SUM, comm);
+    if (!(n_eff >= (double)d + 1.0 - 1e-9 * ((double)d + 1.0))) { /* the same verdict on every rank: exact sums */
+        char lab[1600], who[1700];
+        ghf__weights_label(j, lab, sizeof lab);
+        if (j->weights) snprintf(who, sizeof who, "weights %s", lab);
+        else snprintf(who, sizeof who, "--halflife %.17g", j->halflife);
+        snprintf(err, errlen,
+                 "%s: %lld row%s with a non-zero weight and an effective sample size (sum w)^2 / sum w^2 = %.4g: at "
+                 "least d + 1 = %d effective rows are needed for a fit",
+                 who, (long long)n_pos, n_pos == 1 ? "" : "s", n_eff, d + 1);
         return GHF_EXIT_USAGE;
     }
     return 0;

@@ -283,7 +283,7 @@ static int finish_weights(group_ctx *g, data_cache *dc, char *err, size_t errlen
         ghf__weights_halflife(g->gcomm, j->halflife, sh->n_global, sh->nrows, dc->w);
     }
     ghf__weights_label(j, dc->wlabel, sizeof dc->wlabel);
-    const int st = ghf__weights_sums(g->gcomm, j, dc->w, sh->nrows, &dc->wsum, &dc->wsum2, &dc->wunit, err, errlen);
+    const int st = ghf__weights_sums(g->gcomm, j, dc->w, sh->nrows, sh->d, &dc->wsum, &dc->wsum2, &dc->wunit, err, errlen);
     if (st) {
         free(dc->w);
         dc->w = NULL;
