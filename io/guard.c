@@ -139,6 +139,24 @@ static int is_matrix(hid_t f, const char *dataset)
     return ok;
 }
 
+/* A root dataset with the attribute fit_name: a data set drawn by `ghfit sample`. */
+static herr_t sampled_cb(hid_t g, const char *name, const H5L_info_t *info, void *op)
+{
+    (void)info;
+    if (H5Oexists_by_name(g, name, H5P_DEFAULT) <= 0) return 0;
+    int *found = (int *)op;
+    if (H5Aexists_by_name(g, name, "fit_name", H5P_DEFAULT) > 0) *found = 1;
+    return *found;
+}
+
+static int is_sampled(hid_t f)
+{
+    int found = 0;
+    hsize_t idx = 0;
+    H5Literate(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, sampled_cb, &found);
+    return found;
+}
+
 int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
 {
     struct stat st;
@@ -156,7 +174,8 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
     else if (kind == GHF_PATH_RISK) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "risk");
     else if (kind == GHF_PATH_GOF) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "gof");
     else if (kind == GHF_PATH_CHECKPOINT) ok = has_attr(f, "format", "ghfit-checkpoint");
-    else if (kind == GHF_PATH_MATRIX) ok = is_matrix(f, dataset);
+    else if (kind == GHF_PATH_MATRIX) ok = is_matrix(f, dataset) && !is_sampled(f);
+    else if (kind == GHF_PATH_SAMPLE) ok = is_matrix(f, dataset) && is_sampled(f);
     else if (kind == GHF_PATH_SCORES) ok = has_attr(f, "ghfit_scores_version", NULL);
     H5Fclose(f);
     return ok;
@@ -164,10 +183,12 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
 
 const char *ghf_path_what(const char *path)
 {
-    static const ghf_path_kind kinds[] = {GHF_PATH_RESULT, GHF_PATH_RISK, GHF_PATH_GOF, GHF_PATH_SCORES, GHF_PATH_MATRIX,
-                                          GHF_PATH_CHECKPOINT};
-    static const char *names[] = {"a ghfit fit result", "a ghfit risk output", "a ghfit gof output",
-                                  "a ghfit eval output", "a data set written by ghfit", "a ghfit checkpoint"};
+    static const ghf_path_kind kinds[] = {GHF_PATH_RESULT, GHF_PATH_RISK,   GHF_PATH_GOF,       GHF_PATH_SCORES,
+                                          GHF_PATH_MATRIX, GHF_PATH_SAMPLE, GHF_PATH_CHECKPOINT};
+    static const char *names[] = {"a ghfit fit result",   "a ghfit risk output",
+                                  "a ghfit gof output",   "a ghfit eval output",
+                                  "a data set written by ghfit generate", "a data set written by ghfit sample",
+                                  "a ghfit checkpoint"};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (ghf_path_is_ghfit(path, kinds[i], NULL)) return names[i];
     return "";
@@ -181,6 +202,7 @@ static const char *kind_noun(ghf_path_kind k)
     case GHF_PATH_GOF: return "a ghfit gof output (root attribute content = \"gof\")";
     case GHF_PATH_CHECKPOINT: return "a ghfit checkpoint (no root attribute format = \"ghfit-checkpoint\")";
     case GHF_PATH_MATRIX: return "a data set written by ghfit generate";
+    case GHF_PATH_SAMPLE: return "a data set written by ghfit sample (a dataset with the attribute fit_name)";
     case GHF_PATH_SCORES: return "a ghfit eval output (no root attribute ghfit_scores_version)";
     default: return "a ghfit file";
     }

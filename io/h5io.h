@@ -167,9 +167,10 @@ typedef enum ghf_path_kind {
     GHF_PATH_INPUT = 0, /* read only */
     GHF_PATH_RESULT,    /* a fit/run result file: root attribute ghfit_version and no root attribute content */
     GHF_PATH_CHECKPOINT,/* a checkpoint or its _prev: format = "ghfit-checkpoint" */
-    GHF_PATH_MATRIX,    /* `ghfit generate --out`: a data set written by ghfit generate */
+    GHF_PATH_MATRIX,    /* `ghfit generate --out`: a data set written by ghfit generate (not by sample) */
     GHF_PATH_SCORES,    /* `ghfit eval --out`: root attribute ghfit_scores_version */
     GHF_PATH_RISK,      /* `ghfit risk --out`: ghfit_version and content = "risk" */
+    GHF_PATH_SAMPLE,    /* `ghfit sample --out`: a data set whose dataset carries fit_name (drawn from a fit) */
     GHF_PATH_GOF        /* `ghfit gof --out`: ghfit_version and content = "gof" */
 } ghf_path_kind;
 
@@ -177,7 +178,7 @@ typedef struct ghf_path_use {
     const char *path;
     const char *what;    /* how messages name it: "--out", "--data", "checkpoint _prev file", ... */
     ghf_path_kind kind;
-    const char *dataset; /* GHF_PATH_MATRIX: the dataset written (NULL: /X) */
+    const char *dataset; /* GHF_PATH_MATRIX, _SAMPLE: the dataset written (NULL: /X) */
 } ghf_path_use;
 
 /* Status 2 with one message naming both paths when two of them are the same

@@ -44,7 +44,7 @@ int ghf_sample_law(const ghf_fit_law *law, const char *file, ghf_params *t, doub
 
 ghf_io_plan ghf_sample_plan(const ghf_sample_opts *so, const char *file, int n_ranks)
 {
-    const ghf_io_plan plan = {.win_len = -1, .n_ranks = n_ranks, .out = so->out, .out_kind = GHF_PATH_MATRIX,
+    const ghf_io_plan plan = {.win_len = -1, .n_ranks = n_ranks, .out = so->out, .out_kind = GHF_PATH_SAMPLE,
                               .out_dataset = so->dataset, .model = file};
     return plan;
 }
