@@ -12,6 +12,7 @@
 #include "family.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "model.h"
 #include "postcmd.h"
 #include "risk.h"
 #include "uni1d.h"
@@ -186,6 +187,17 @@ static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, siz
         snprintf(err, errlen, "%s:/fits/%s: the fit has no usable law (status '%s': parameters not finite or "
                  "outside the %s family's domain)", o->model, o->fit, fp.status, md->family);
         st = GHF_EXIT_USAGE;
+    } else { /* w' Sigma w > 0 for every w != 0, else a variance clamped to 0 or NaN values for some portfolios */
+        double *L = malloc((size_t)d * (size_t)d * sizeof(double));
+        if (!L) {
+            snprintf(err, errlen, "%s:/fits/%s: out of memory (d = %d)", o->model, o->fit, d);
+            st = GHF_EXIT_RUNTIME;
+        } else if (ghf_cholesky(d, md->sigma, L) != 0) {
+            snprintf(err, errlen, "%s:/fits/%s: not a valid %s law: Sigma is not positive definite (status '%s')",
+                     o->model, o->fit, md->family, fp.status);
+            st = GHF_EXIT_USAGE;
+        }
+        free(L);
     }
     return st;
 }
