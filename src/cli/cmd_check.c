@@ -186,8 +186,13 @@ static int step_weights(check *c)
 {
     const ghf_job *j = &c->job;
     if (!j->weights) {
-        if (j->halflife > 0) line("weights", "halflife %g rows", j->halflife);
-        return 0;
+        if (!(j->halflife > 0)) return 0;
+        int64_t shortest = -1; /* n_eff grows with the window: the shortest one decides */
+        for (int i = 0; i < c->n_specs; i++)
+            if (shortest < 0 || c->specs[i].row_len < shortest) shortest = c->specs[i].row_len;
+        const int st = ghf_halflife_check(j, shortest, c->d, c->err, sizeof c->err);
+        if (!st) line("weights", "halflife %g rows", j->halflife);
+        return st;
     }
     int64_t n = 0;
     const int st = ghf_weights_probe(j, &n, c->err, sizeof c->err);
