@@ -141,8 +141,9 @@ int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int
 /* The largest dimension d ghfit handles: the E-step statistics
  * (ghf_stats_len: d^2 + 2d + a few), a checkpoint's parameters
  * (ghf_ckpt_param_len) and the MPI counts of d x d matrices are int, so 2 d^2
- * must stay below 2^31.  Data with more columns, fits, checkpoints and
- * `generate --dim` beyond it are refused (exit 2) with a line naming it. */
+ * must stay below 2^31.  Fits of data with more columns (ghf_fit_shape_check),
+ * fits and checkpoints that claim more are refused (exit 2) with a line
+ * naming it (data sets as such may have up to GHF__MAX_COLS columns). */
 #define GHF_D_MAX 32768
 
 /* Can `rows` x `d` be fitted at all?  Status 2 with a message starting with

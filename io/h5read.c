@@ -107,11 +107,6 @@ static int probe_any(const char *path, const char *dataset, int vector, int64_t 
                     path, ghf__dsname(dataset), info->n, info->d);
         rc = 2;
     }
-    if (rc == 0 && info->d > GHF_D_MAX) {
-        ghf__seterr(err, errlen, "%s:%s: %" PRId64 " columns: ghfit handles at most %d (docs/user-guide.md, \"Limits\")",
-                    path, ghf__dsname(dataset), info->d, GHF_D_MAX);
-        rc = 2;
-    }
     if (rc == 0) {
         if (n) *n = info->n;
         if (d) *d = (int)info->d;
@@ -161,14 +156,14 @@ int ghf_h5_window(const char *what, int64_t n, int64_t start, int64_t len, int64
 
 int ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, char *err, size_t errlen)
 {
-    if (d > GHF_D_MAX) {
-        ghf__seterr(err, errlen, "%s: %" PRId64 " columns: ghfit fits at most %d (docs/user-guide.md, \"Limits\")",
-                    what, d, GHF_D_MAX);
-        return 2;
-    }
     if (rows < d + 1) {
         ghf__seterr(err, errlen, "%s: %" PRId64 " rows but %" PRId64 " columns: at least d + 1 = %" PRId64
                     " rows are needed for a fit", what, rows, d, d + 1);
+        return 2;
+    }
+    if (d > GHF_D_MAX) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " columns: ghfit fits at most %d (docs/user-guide.md, \"Limits\")",
+                    what, d, GHF_D_MAX);
         return 2;
     }
     const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);

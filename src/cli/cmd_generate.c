@@ -219,12 +219,7 @@ int ghf_cmd_generate(int argc, char **argv)
         case O_MU: mu_s = optarg; break;
         case O_GAMMA: gamma_s = optarg; break;
         case O_SIGMA: sigma_s = optarg; break;
-        case O_DIM:
-            if (ghf_parse_int(optarg, &d) || d < 1 || d > GHF_D_MAX) {
-                ghf_error0("--dim: invalid value '%s' (an integer in [1, %d])", optarg, GHF_D_MAX);
-                return GHF_EXIT_USAGE;
-            }
-            break;
+        case O_DIM: if (ghf_parse_int(optarg, &d) || d < 1 || d > 100000) bad = "--dim"; break;
         case O_N: if (ghf_parse_int64(optarg, &n) || n < 1) bad = "--n"; break;
         case O_SEED: if (ghf_parse_int64(optarg, &seed) || seed < 0) bad = "--seed"; break;
         case O_RHO: if (ghf_parse_double(optarg, &rho) || rho <= -1.0 || rho >= 1.0) bad = "--rho"; break;
