@@ -20,8 +20,9 @@
 set -uo pipefail
 G=$1; W=$2
 PY=/usr/bin/python3
+HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"; mkdir -p "$W/in"; cd "$W" || exit 1
-. "$(dirname "$0")/faults_lib.sh"
+. "$HERE/faults_lib.sh"
 export OMPI_MCA_odls_base_sigkill_timeout=0 OMP_NUM_THREADS=1
 "$PY" -c "import h5py, numpy" 2>/dev/null || { echo "h5py/numpy are not available at $PY"; exit 1; }
 
@@ -46,7 +47,7 @@ with h5py.File("in/x.h5", "w") as f:
     w = np.ones(50); w[3] = np.nan; f["wnan"] = w
     f["wshort"] = np.ones(49); f["wzero"] = np.zeros(50)
     w = np.zeros(50); w[[0, 10, 20]] = 1; f["w3"] = w
-with h5py.File("in/wide.h5", "w") as f:  # 40001 x 40000 float32: contiguous, never written (a sparse file)
+with h5py.File("wide.h5", "w") as f:  # (outside in/: never read whole) 40001 x 40000 float32: contiguous, never written (a sparse file)
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
@@ -131,8 +132,8 @@ c 2 2 "weights in/x.h5:/w3: 3 rows with a non-zero weight"  -- "${FIT[@]}" --wei
 c 3 2 "--halflife 0.001: 2 rows with a non-zero weight and an effective sample size .* = 1: at least d \+ 1 = 4" -- "${FIT[@]}" --halflife 1e-3
 c 1 2 "--halflife 0.001: 2 rows with a non-zero weight"     -- check "${FIT[@]}" --halflife 1e-3
 # the dimension bound (GHF_D_MAX = 32768)
-c 2 2 "in/wide.h5:/X: 40000 columns: ghfit fits at most 32768" -- fit --data in/wide.h5 --model gauss --out o.h5
-c 1 2 "in/wide.h5:/X: 40000 columns: ghfit fits at most 32768" -- check fit --data in/wide.h5 --model gauss --out o.h5
+c 2 2 "wide.h5:/X: 40000 columns: ghfit fits at most 32768" -- fit --data wide.h5 --model gauss --out o.h5
+c 1 2 "wide.h5:/X: 40000 columns: ghfit fits at most 32768" -- check fit --data wide.h5 --model gauss --out o.h5
 
 # ---- each command replaces only its own kind of file -------------------------------------------
 "$G" risk --model in/f.h5 --portfolios in/p.h5 --alpha 0.99 --out risk.h5 > /dev/null &&
