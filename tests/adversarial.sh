@@ -96,6 +96,9 @@ c 3 2 "not a valid nig law: p = -0.5, a = -1"              -- sample --model in/
 c 1 2 "not a valid nig law: p = -0.5, a = -1"              -- gof --model in/h_nega.h5 --data in/x.h5 --out o.h5
 c 2 2 "h_npd.h5:/fits/nig: not a valid nig law: Sigma is not positive definite" -- eval --model in/h_npd.h5 --data in/d.h5 --out o.h5
 c 2 2 "h_npd.h5:/fits/nig: not a valid nig law: Sigma is not positive definite" -- risk --model in/h_npd.h5 --portfolios in/p.h5:/W --alpha 0.99 --out o.h5
+c 1 2 "h_npd.h5:/fits/nig: not a valid nig law: Sigma is not positive definite" -- check eval --model in/h_npd.h5 --data in/d.h5 --out o.h5
+c 1 2 "h_npd.h5:/fits/nig: the fit's Sigma is not positive definite" -- check gof --model in/h_npd.h5 --data in/x.h5 --out o.h5
+c 1 2 "not a valid nig law: p = -0.5, a = -1"              -- check sample --model in/h_nega.h5 --n 10 --seed 1 --out o.h5
 c 3 2 "the fit has no finite parameters"                   -- gof --model in/h_nanp.h5 --data in/x.h5 --out o.h5
 c 1 2 "params/mu: missing or not of the fit's dimension 3" -- risk --model in/h_mu4.h5 --portfolios in/p.h5:/W --alpha 0.99 --out o.h5
 c 2 2 "1 row contains non-finite values"                   -- risk --model in/f.h5 --portfolios in/p.h5:/Wnan --alpha 0.99 --out o.h5
