@@ -139,6 +139,24 @@ static int is_matrix(hid_t f, const char *dataset)
     return ok;
 }
 
+/* A root dataset with the attribute fit_name: a data set drawn by `ghfit sample`. */
+static herr_t sampled_cb(hid_t g, const char *name, const H5L_info_t *info, void *op)
+{
+    (void)info;
+    if (H5Oexists_by_name(g, name, H5P_DEFAULT) <= 0) return 0;
+    int *found = (int *)op;
+    if (H5Aexists_by_name(g, name, "fit_name", H5P_DEFAULT) > 0) *found = 1;
+    return *found;
+}
+
+static int is_sampled(hid_t f)
+{
+    int found = 0;
+    hsize_t idx = 0;
+    H5Literate(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, sampled_cb, &found);
+    return found;
+}
+
 int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
 {
     struct stat st;
@@ -149,20 +167,42 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
     hid_t f = open_quiet(path);
     if (f < 0) return 0;
     int ok = 0;
-    if (kind == GHF_PATH_RESULT) ok = has_attr(f, "ghfit_version", NULL);
+    /* each command replaces only its own kind: a fit result has no root
+     * attribute `content` (risk and gof files, which also carry
+     * ghfit_version, do) */
+    if (kind == GHF_PATH_RESULT) ok = has_attr(f, "ghfit_version", NULL) && !has_attr(f, "content", NULL);
+    else if (kind == GHF_PATH_RISK) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "risk");
+    else if (kind == GHF_PATH_GOF) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "gof");
     else if (kind == GHF_PATH_CHECKPOINT) ok = has_attr(f, "format", "ghfit-checkpoint");
-    else if (kind == GHF_PATH_MATRIX) ok = is_matrix(f, dataset);
+    else if (kind == GHF_PATH_MATRIX) ok = is_matrix(f, dataset) && !is_sampled(f);
+    else if (kind == GHF_PATH_SAMPLE) ok = is_matrix(f, dataset) && is_sampled(f);
     else if (kind == GHF_PATH_SCORES) ok = has_attr(f, "ghfit_scores_version", NULL);
     H5Fclose(f);
     return ok;
 }
 
+const char *ghf_path_what(const char *path)
+{
+    static const ghf_path_kind kinds[] = {GHF_PATH_RESULT, GHF_PATH_RISK,   GHF_PATH_GOF,       GHF_PATH_SCORES,
+                                          GHF_PATH_MATRIX, GHF_PATH_SAMPLE, GHF_PATH_CHECKPOINT};
+    static const char *names[] = {"a ghfit fit result",   "a ghfit risk output",
+                                  "a ghfit gof output",   "a ghfit eval output",
+                                  "a data set written by ghfit generate", "a data set written by ghfit sample",
+                                  "a ghfit checkpoint"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (ghf_path_is_ghfit(path, kinds[i], NULL)) return names[i];
+    return "";
+}
+
 static const char *kind_noun(ghf_path_kind k)
 {
     switch (k) {
-    case GHF_PATH_RESULT: return "a ghfit result file (no root attribute ghfit_version)";
+    case GHF_PATH_RESULT: return "a ghfit result file (root attribute ghfit_version, no root attribute content)";
+    case GHF_PATH_RISK: return "a ghfit risk output (root attribute content = \"risk\")";
+    case GHF_PATH_GOF: return "a ghfit gof output (root attribute content = \"gof\")";
     case GHF_PATH_CHECKPOINT: return "a ghfit checkpoint (no root attribute format = \"ghfit-checkpoint\")";
     case GHF_PATH_MATRIX: return "a data set written by ghfit generate";
+    case GHF_PATH_SAMPLE: return "a data set written by ghfit sample (a dataset with the attribute fit_name)";
     case GHF_PATH_SCORES: return "a ghfit eval output (no root attribute ghfit_scores_version)";
     default: return "a ghfit file";
     }
@@ -182,10 +222,11 @@ static int check_output(const ghf_path_use *u, char *err, size_t errlen)
         return 2;
     }
     if (!ghf_path_is_ghfit(u->path, u->kind, u->dataset)) {
+        const char *is = ghf_path_what(u->path);
         ghf__seterr(err, errlen,
-                    "%s %s exists and is not %s: ghfit replaces or removes only its own files (remove it, or "
-                    "choose another name)",
-                    u->what, u->path, kind_noun(u->kind));
+                    "%s %s exists and is not %s%s%s%s: ghfit replaces or removes only its own files, and each command "
+                    "only its own kind (remove it, or choose another name)",
+                    u->what, u->path, kind_noun(u->kind), *is ? " (it is " : "", is, *is ? ")" : "");
         return 2;
     }
     return 0;

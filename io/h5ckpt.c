@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,14 @@ static int write_contents(hid_t f, const ghf_ckpt *c)
     snprintf(fp, sizeof fp, "%016" PRIx64, c->data_fp);
     if (ghf__attr_str(f, "data_fingerprint", fp) < 0 || ghf__attr_i64(f, "data_fingerprint_rows", c->data_fp_rows) < 0)
         return -1;
+    if (c->data_sum) {
+        snprintf(fp, sizeof fp, "%016" PRIx64, c->data_sum);
+        if (ghf__attr_str(f, "data_checksum", fp) < 0) return -1;
+    }
+    if (c->weights_sum) {
+        snprintf(fp, sizeof fp, "%016" PRIx64, c->weights_sum);
+        if (ghf__attr_str(f, "weights_checksum", fp) < 0) return -1;
+    }
     if (c->log_name && (ghf__attr_str(f, "done_log", c->log_name) < 0 || ghf__attr_i64(f, "done_bytes", c->log_bytes) < 0 ||
                         ghf__attr_i64(f, "done_crc", (int64_t)c->log_crc) < 0 ||
                         ghf__attr_i64(f, "done_count", c->log_count) < 0))
@@ -369,12 +378,22 @@ static int read_contents(hid_t f, ghf_ckpt *c)
         ghf__attr_read_i64(f, "dim", &v) || read_attr_str(f, "options_hash", &hash) ||
         ghf__attr_read_i64(f, "n_fits", &c->n_fits))
         goto out;
+    if (v < 1 || v > GHF_D_MAX || c->n_rows < 1 || c->n_fits < 0 || c->n_fits > INT_MAX) goto out; /* bounded before any int */
     snprintf(c->kind, sizeof c->kind, "%s", kind);
     c->d = (int)v;
     c->hash = strtoull(hash, NULL, 16);
     if (read_attr_str(f, "data_fingerprint", &fp) || ghf__attr_read_i64(f, "data_fingerprint_rows", &c->data_fp_rows))
         goto out;
     c->data_fp = strtoull(fp, NULL, 16);
+    const char *sums[2] = {"data_checksum", "weights_checksum"};
+    uint64_t *dst[2] = {&c->data_sum, &c->weights_sum};
+    for (int k = 0; k < 2; k++) { /* optional: absent in checkpoints of earlier versions */
+        if (H5Aexists(f, sums[k]) <= 0) continue;
+        free(fp);
+        fp = NULL;
+        if (read_attr_str(f, sums[k], &fp)) goto out;
+        *dst[k] = strtoull(fp, NULL, 16);
+    }
     if (H5Aexists(f, "done_log") > 0) {
         int64_t crc = 0;
         if (read_attr_str(f, "done_log", &c->log_name) || ghf__attr_read_i64(f, "done_bytes", &c->log_bytes) ||
@@ -405,7 +424,8 @@ static int read_contents(hid_t f, ghf_ckpt *c)
         char *name = NULL;
         int64_t it = 0, dd = 0;
         ok = ghf__attr_read_i64(rg, "index", &r->index) == 0 && read_attr_str(rg, "name", &name) == 0 &&
-             ghf__attr_read_i64(rg, "iter", &it) == 0 && ghf__attr_read_i64(rg, "dim", &dd) == 0 && it >= 0 && dd >= 1;
+             ghf__attr_read_i64(rg, "iter", &it) == 0 && ghf__attr_read_i64(rg, "dim", &dd) == 0 && it >= 0 && it <= INT_MAX &&
+             dd >= 1 && dd <= GHF_D_MAX;
         if (ok) {
             snprintf(r->name, sizeof r->name, "%s", name);
             char *fam = NULL;
@@ -561,4 +581,77 @@ out:
     if (ds >= 0) H5Dclose(ds);
     H5Fclose(f);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * The checksum of every value (ghf_ckpt_rows_checksum)
+ * ------------------------------------------------------------------------- */
+
+#define SUM_PIECE_BYTES (4u << 20)
+
+int ghf_ckpt_rows_checksum(const char *path, const char *dataset, int rank, int size, uint32_t *crc, uint32_t *adler,
+                           int64_t *nbytes, char *err, size_t errlen)
+{
+    ghf__h5_quiet();
+    const char *dn = ghf__dsname(dataset);
+    *crc = (uint32_t)crc32_z(0L, Z_NULL, 0);
+    *adler = (uint32_t)adler32_z(0L, Z_NULL, 0);
+    *nbytes = 0;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot open the file to checksum it for the checkpoint", path);
+        return 2;
+    }
+    hid_t ds = H5Dopen2(f, dn, H5P_DEFAULT), fs = -1, ft = -1, mt = -1;
+    hsize_t dims[2] = {0, 1};
+    unsigned char *buf = NULL;
+    int rc = 2, nd = 0;
+    if (ds < 0 || (fs = H5Dget_space(ds)) < 0 || (nd = H5Sget_simple_extent_ndims(fs)) < 1 || nd > 2 ||
+        H5Sget_simple_extent_dims(fs, dims, NULL) < 0 || (ft = H5Dget_type(ds)) < 0 ||
+        (mt = H5Tget_native_type(ft, H5T_DIR_ASCEND)) < 0)
+        goto out;
+    const size_t es = H5Tget_size(mt), row_bytes = (size_t)dims[1] * es;
+    if (es < 1 || row_bytes < 1) goto out;
+    int64_t row0 = 0, nrows = 0;
+    ghf_block_range((int64_t)dims[0], rank, size, &row0, &nrows);
+    const int64_t per = row_bytes >= SUM_PIECE_BYTES ? 1 : (int64_t)(SUM_PIECE_BYTES / row_bytes);
+    buf = malloc((size_t)(nrows < per ? (nrows > 0 ? nrows : 1) : per) * row_bytes);
+    if (!buf) goto out;
+    uLong c = *crc, a = *adler;
+    for (int64_t r = 0; r < nrows; r += per) {
+        const int64_t k = nrows - r < per ? nrows - r : per;
+        const hsize_t start[2] = {(hsize_t)(row0 + r), 0}, count[2] = {(hsize_t)k, dims[1]};
+        hid_t ms = H5Screate_simple(nd, count, NULL);
+        const int bad = ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+                        H5Dread(ds, mt, ms, fs, H5P_DEFAULT, buf) < 0;
+        if (ms >= 0) H5Sclose(ms);
+        if (bad) goto out;
+        const size_t nb = (size_t)k * row_bytes;
+        c = crc32_z(c, buf, (z_size_t)nb);
+        a = adler32_z(a, buf, (z_size_t)nb);
+        *nbytes += (int64_t)nb;
+    }
+    *crc = (uint32_t)c;
+    *adler = (uint32_t)a;
+    rc = 0;
+out:
+    if (rc) ghf__seterr(err, errlen, "%s:%s: cannot read every row to checksum the data for the checkpoint", path, dn);
+    free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (ft >= 0) H5Tclose(ft);
+    if (fs >= 0) H5Sclose(fs);
+    if (ds >= 0) H5Dclose(ds);
+    H5Fclose(f);
+    return rc;
+}
+
+uint64_t ghf_ckpt_checksum_combine(int n, const uint32_t *crc, const uint32_t *adler, const int64_t *nbytes)
+{
+    uLong c = crc32_z(0L, Z_NULL, 0), a = adler32_z(0L, Z_NULL, 0);
+    for (int i = 0; i < n; i++) {
+        c = crc32_combine(c, crc[i], (z_off_t)nbytes[i]);
+        a = adler32_combine(a, adler[i], (z_off_t)nbytes[i]);
+    }
+    const uint64_t v = ((uint64_t)(uint32_t)c << 32) | (uint32_t)a;
+    return v ? v : 1;
 }

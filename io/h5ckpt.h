@@ -80,6 +80,8 @@ typedef struct ghf_ckpt {
     unsigned char *done_blob;
     uint64_t data_fp;    /* fingerprint of the data (ghf_ckpt_data_fingerprint), 0: none */
     int64_t data_fp_rows;
+    uint64_t data_sum;   /* checksum of every value of the data (ghf_ckpt_rows_checksum), 0: none (older files) */
+    uint64_t weights_sum;/* the same of the --weights dataset, 0: none */
     /* the log of finished fits (sweeps).  Writing: log_name set -> the done_*
      * arrays are not written, the log's prefix is referred to instead; reading:
      * the done_* arrays are filled from the log. */
@@ -114,6 +116,20 @@ int  ghf_ckpt_log_is_ours(const char *path);
  * window or the file layout).  0, or 2 with a message. */
 int  ghf_ckpt_data_fingerprint(const char *path, const char *dataset, uint64_t *fp, int64_t *rows, char *err,
                                size_t errlen);
+
+/* Rank `rank` of `size`'s part of a checksum of every value of a dataset
+ * (2-D, or 1-D for weights): crc32 and adler32 (zlib) of the bytes of its
+ * block of rows (ghf_block_range) as stored (the file's own type, native
+ * byte order), read in pieces of about 4 MiB; *nbytes their number.  The
+ * blocks of all ranks combine in rank order (crc32_combine,
+ * adler32_combine: ghf_ckpt_checksum_combine) into the checksum of the
+ * whole dataset, the same for any rank count.  Serial HDF5, no MPI.  0, or
+ * 2 with a message. */
+int  ghf_ckpt_rows_checksum(const char *path, const char *dataset, int rank, int size, uint32_t *crc, uint32_t *adler,
+                            int64_t *nbytes, char *err, size_t errlen);
+/* (crc, adler, nbytes) of n consecutive blocks -> one 64-bit checksum
+ * (crc << 32 | adler; never 0: 0 means "none"). */
+uint64_t ghf_ckpt_checksum_combine(int n, const uint32_t *crc, const uint32_t *adler, const int64_t *nbytes);
 
 /* ---- the append-only log of finished fits (rank 0 of a sweep) ---- */
 typedef struct ghf_ckpt_log ghf_ckpt_log;

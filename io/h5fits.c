@@ -34,6 +34,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         memset(m, 0, sizeof *m);
         m->symmetric = -1;
         m->p_fixed = NAN;
+        m->loglik_unweighted = NAN;
         char gname[96];
         snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
         hid_t g = H5Lexists(f, "/fits", H5P_DEFAULT) > 0 && H5Lexists(f, gname, H5P_DEFAULT) > 0
@@ -43,6 +44,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         int64_t v;
         if (ghf__attr_read_i64(g, "symmetric", &v) == 0) m->symmetric = v != 0;
         ghf__attr_read_f64(g, "p_fixed", &m->p_fixed);
+        if (ghf__attr_read_f64(g, "loglik_unweighted", &m->loglik_unweighted) != 0) m->loglik_unweighted = NAN;
         if (ghf__attr_read_i64(g, "n_dropped", &v) == 0) m->n_dropped = v;
         m->has_data = attr_str(g, "data_file", m->data_file, sizeof m->data_file) == 0;
         if (m->has_data) {
@@ -127,7 +129,7 @@ static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *la
     H5Gclose(fits);
     int64_t d = 0;
     if (g < 0 || attr_str(g, "family", law->family, sizeof law->family) != 0 || ghf__attr_read_i64(g, "dim", &d) != 0 ||
-        d < 1 || d > 100000) {
+        d < 1 || d > GHF_D_MAX) {
         if (g >= 0) H5Gclose(g);
         ghf__seterr(err, errlen, "%s:/fits/%s: no attributes family and dim: not a fit of a ghfit result file", path,
                     name);

@@ -138,11 +138,26 @@ typedef struct ghf_h5_sample {
 int ghf_h5_sample_rows(const char *path, const char *dataset, int64_t start, int64_t len, ghf_h5_sample *s,
                        char *err, size_t errlen);
 
+/* The largest dimension d ghfit handles: the E-step statistics
+ * (ghf_stats_len: d^2 + 2d + a few), a checkpoint's parameters
+ * (ghf_ckpt_param_len) and the MPI counts of d x d matrices are int, so 2 d^2
+ * must stay below 2^31.  Fits of data with more columns (ghf_fit_shape_check),
+ * fits and checkpoints that claim more are refused (exit 2) with a line
+ * naming it (data sets as such may have up to GHF__MAX_COLS columns). */
+#define GHF_D_MAX 32768
+
 /* Can `rows` x `d` be fitted at all?  Status 2 with a message starting with
  * `what` when rows < d + 1, or when one of n_ranks ranks would need more
  * memory for its rows and the d x d matrices than the node has; else 0.
  * Pure arithmetic: call it before allocating anything. */
 int  ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, char *err, size_t errlen);
+/* Can each of n_ranks ranks hold its ceil(rows / n_ranks) rows of d values
+ * (bytes_per_value each: the float64 rows and a write buffer) and a few
+ * d x d matrices?  Status 2 with a message starting with `what` (too many
+ * values, or more memory per rank than this node has), else 0.  Pure
+ * arithmetic (`ghfit sample` and its check). */
+int  ghf_rows_mem_check(const char *what, int64_t rows, int64_t d, int n_ranks, double bytes_per_value, char *err,
+                        size_t errlen);
 
 /* ---------------------------------------------------------------------------
  * Path safety (io/guard.c; serial, rank 0): what ghfit may write, replace or
@@ -151,17 +166,20 @@ int  ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks,
 
 typedef enum ghf_path_kind {
     GHF_PATH_INPUT = 0, /* read only */
-    GHF_PATH_RESULT,    /* a result file: replaced only if it has the root attribute ghfit_version */
+    GHF_PATH_RESULT,    /* a fit/run result file: root attribute ghfit_version and no root attribute content */
     GHF_PATH_CHECKPOINT,/* a checkpoint or its _prev: format = "ghfit-checkpoint" */
-    GHF_PATH_MATRIX,    /* `ghfit generate --out`: a data set written by ghfit generate */
-    GHF_PATH_SCORES     /* `ghfit eval --out`: root attribute ghfit_scores_version */
+    GHF_PATH_MATRIX,    /* `ghfit generate --out`: a data set written by ghfit generate (not by sample) */
+    GHF_PATH_SCORES,    /* `ghfit eval --out`: root attribute ghfit_scores_version */
+    GHF_PATH_RISK,      /* `ghfit risk --out`: ghfit_version and content = "risk" */
+    GHF_PATH_SAMPLE,    /* `ghfit sample --out`: a data set whose dataset carries fit_name (drawn from a fit) */
+    GHF_PATH_GOF        /* `ghfit gof --out`: ghfit_version and content = "gof" */
 } ghf_path_kind;
 
 typedef struct ghf_path_use {
     const char *path;
     const char *what;    /* how messages name it: "--out", "--data", "checkpoint _prev file", ... */
     ghf_path_kind kind;
-    const char *dataset; /* GHF_PATH_MATRIX: the dataset written (NULL: /X) */
+    const char *dataset; /* GHF_PATH_MATRIX, _SAMPLE: the dataset written (NULL: /X) */
 } ghf_path_use;
 
 /* Status 2 with one message naming both paths when two of them are the same
@@ -175,6 +193,9 @@ int ghf_paths_check(const ghf_path_use *u, int n, char *err, size_t errlen);
 int ghf_same_file(const char *a, const char *b);
 /* 1 if path is a regular file carrying ghfit's signature of `kind`. */
 int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset);
+/* What kind of ghfit file path is, for messages: "a ghfit fit result", "a
+ * ghfit risk output", ... or "" when none. */
+const char *ghf_path_what(const char *path);
 
 /* Takes "<path>.lock" (created if needed; an fcntl write lock) for the rest
  * of the process: 0, or 2 with a message naming the holder (pid, host,
@@ -382,6 +403,7 @@ typedef struct ghf_fit_model_info {
     int has_data;
     char data_file[1024], dataset[256];
     int64_t row_start, row_count, n_dropped;
+    double loglik_unweighted; /* attribute loglik_unweighted of a weighted fit, NaN when absent */
 } ghf_fit_model_info;
 
 /* Reads the attributes of /fits/<rows[i].name> for each of n summary rows

@@ -162,6 +162,11 @@ int ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, 
                     " rows are needed for a fit", what, rows, d, d + 1);
         return 2;
     }
+    if (d > GHF_D_MAX) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " columns: ghfit fits at most %d (docs/user-guide.md, \"Limits\")",
+                    what, d, GHF_D_MAX);
+        return 2;
+    }
     const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
     if (pages <= 0 || psize <= 0) return 0; /* unknown: let malloc decide */
     const double mem = (double)pages * (double)psize;
@@ -173,6 +178,27 @@ int ghf_fit_shape_check(const char *what, int64_t rows, int64_t d, int n_ranks, 
                     "node: use more ranks or a row window", what, rows, d, (per_rank + dd) / 1073741824.0,
                     n_ranks, n_ranks == 1 ? "" : "s", per_rank / 1073741824.0, dd / 1073741824.0,
                     mem / 1073741824.0);
+        return 2;
+    }
+    return 0;
+}
+
+int ghf_rows_mem_check(const char *what, int64_t rows, int64_t d, int n_ranks, double bytes_per_value, char *err,
+                       size_t errlen)
+{
+    if (n_ranks < 1) n_ranks = 1;
+    if (d < 1 || rows > INT64_MAX / 16 / d) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows x %" PRId64 " columns: too many values", what, rows, d);
+        return 2;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || psize <= 0) return 0; /* unknown: let malloc decide */
+    const double mem = (double)pages * (double)psize;
+    const double need = ceil((double)rows / n_ranks) * (double)d * bytes_per_value + 3.0 * (double)d * (double)d * 8.0;
+    if (need > mem) {
+        ghf__seterr(err, errlen, "%s: %" PRId64 " rows x %" PRId64 " columns need %.3g GiB per rank on %d rank%s, "
+                    "more than the %.3g GiB of this node (use more ranks or fewer rows)", what, rows, d,
+                    need / 1073741824.0, n_ranks, n_ranks == 1 ? "" : "s", mem / 1073741824.0);
         return 2;
     }
     return 0;

@@ -43,7 +43,7 @@ PY
 printf 'data: d.h5\nout: two.h5\nfamily: [nig, gauss]\nmax_iter: 20\nquiet: true\n' > two.yaml
 "$G" run two.yaml > /dev/null && rm two.yaml || { echo "setup: ghfit run failed"; exit 1; }   # a file of two fits
 echo "my notes" > notres.h5
-cp fit.h5 old.h5   # a ghfit result file: gof's and risk's --out may replace it
+cp fit.h5 old.h5   # a ghfit fit result: only fit and run may replace it (gof and risk refuse it, issue 25)
 
 # ---- eval -----------------------------------------------------------------------------------------
 E=(eval --model fit.h5 --data d.h5)
@@ -76,7 +76,9 @@ refused "float16"                     -- "${S[@]}" --out x.h5 --dtype float16
 # ---- gof ------------------------------------------------------------------------------------------
 F=(gof --model fit.h5 --data d.h5)
 accept "${F[@]}" --out g.h5 --qq 20 && has "sample      all 2000 rows (float64, contiguous): all finite" && rm -f g.h5
-accept "${F[@]}" --out old.h5 --qq 20 && has "old.h5: an earlier result of ghfit, to be replaced" && cp fit.h5 old.h5
+refused "old.h5 exists and is not a ghfit gof output (root attribute content = \"gof\") (it is a ghfit fit result)" -- "${F[@]}" --out old.h5 --qq 20
+accept "${F[@]}" --out g.h5 --qq 20 && accept "${F[@]}" --out g.h5 --qq 20 &&
+  has "g.h5: an earlier output of this command (a ghfit gof output), to be replaced" && rm -f g.h5
 n=$((n + 1)); CASE="check gof --bootstrap 9"   # valid; not run (the refits take a while)
 "$G" check "${F[@]}" --out g.h5 --bootstrap 9 > c_out.txt 2> c_err.txt && [ ! -e g.h5 ] &&
   has "with 9 bootstrap replicates" || bad "check gof --bootstrap 9: exit $?"
@@ -102,6 +104,10 @@ refused "weights have 2 columns"      -- risk --model fit.h5 --portfolios w.h5:/
 refused "w.h5:/Q"                     -- risk --model fit.h5 --portfolios w.h5:/Q --alpha 0.99 --out r.h5
 refused "same file"                   -- "${R[@]}" --out w.h5
 refused "notres.h5"                   -- "${R[@]}" --out notres.h5
+refused "old.h5 exists and is not a ghfit risk output (root attribute content = \"risk\") (it is a ghfit fit result)" -- "${R[@]}" --out old.h5
+accept "${R[@]}" --out r.h5 && accept "${R[@]}" --out r.h5 &&
+  has "r.h5: an earlier output of this command (a ghfit risk output), to be replaced" && cp r.h5 rk.h5 && rm -f r.h5
+refused "rk.h5 exists and is not a ghfit gof output (root attribute content = \"gof\") (it is a ghfit risk output)" -- "${F[@]}" --out rk.h5
 refused "'1.5' is not a level"        -- risk --model fit.h5 --portfolios w.h5 --alpha 0.99,1.5 --out r.h5
 refused "(non-finite weights)"        -- risk --model fit.h5 --portfolios w.h5:/Wnan --alpha 0.99 --out r.h5
 

@@ -21,3 +21,12 @@ foreach(np 2 3)
   set_tests_properties(faults_collective_np${np} PROPERTIES LABELS "mpi;faults;sanitize" TIMEOUT 900
     PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
 endforeach()
+# Issue 25 item 5: the fitted-law commands and the fit options under hostile
+# input on 1-3 ranks (a table of refusals), each command replacing only its
+# own kind of file, too few effective rows, weighted fits in summary --lrt,
+# checkpoints of changed data or weights or an out-of-range dimension, and
+# two allocation failures before collectives (tests/adversarial.sh).
+add_test(NAME faults_adversarial COMMAND bash ${CMAKE_SOURCE_DIR}/tests/adversarial.sh $<TARGET_FILE:ghfit>
+         ${CMAKE_BINARY_DIR}/work/faults_adversarial)
+set_tests_properties(faults_adversarial PROPERTIES LABELS "cli;mpi;faults" TIMEOUT 600 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")

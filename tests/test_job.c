@@ -299,7 +299,7 @@ static void test_checkpoint_file(const char *dir)
     for (int i = 0; i < 4; i++) st.trace[i] = -1000.0 + i / 7.0;
     ghf_ckpt c;
     memset(&c, 0, sizeof c);
-    ghf_ckpt_id id = {"run", "/nonexistent/data.h5", "/X", 500, d, 0x1234abcdULL, 7, "a: 1\n", 0, 0};
+    ghf_ckpt_id id = {"run", "/nonexistent/data.h5", "/X", 500, d, 0x1234abcdULL, 7, "a: 1\n", 0, 0, 0, NULL, 0};
     CHECK(ghf_ckpt_set_id(&c, &id) == 0, "set id");
     c.run = calloc(1, sizeof *c.run);
     c.n_run = 1;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gofboot.h"
+#include "model.h"
 #include "postcmd.h"
 #include "util.h"
 
@@ -58,6 +59,23 @@ static int step_sample(post *p, const char *data, const char *dataset)
     return ghf_h5_sample_rows(data, dataset, 0, -1, &p->s, p->err, sizeof p->err);
 }
 
+/* The fit's Sigma must be positive definite (what the run finds when it
+ * derives the law): 0, or 2 with the run's message (fmt: file, name, family). */
+static int step_sigma(post *p, const char *fmt)
+{
+    const int d = p->law.d;
+    double *L = malloc((size_t)d * (size_t)d * sizeof(double));
+    if (!L) {
+        snprintf(p->err, sizeof p->err, "check: out of memory (d = %d)", d);
+        return GHF_EXIT_RUNTIME;
+    }
+    const int bad = ghf_cholesky(d, p->law.sigma, L) != 0;
+    free(L);
+    if (!bad) return 0;
+    snprintf(p->err, sizeof p->err, fmt, p->file, p->law.name, p->law.family);
+    return GHF_EXIT_USAGE;
+}
+
 static int check_eval(post *p, int argc, char **argv)
 {
     ghf_eval_args a;
@@ -65,6 +83,9 @@ static int check_eval(post *p, int argc, char **argv)
     if (st) return st;
     ghf__check_line("options", "ok: scores of %s:%s under %s into %s", a.o.data, a.o.dataset, a.model, a.o.out);
     if ((st = step_model(p, a.model))) return st;
+    if ((st = step_sigma(p, "%s:/fits/%s: not a valid %s law: Sigma is not positive definite (or the law's "
+                            "constants are not finite)")))
+        return st;
     a.o.model_file = p->file;
     a.o.fit_name = p->name;
     if ((st = step_files(p, ghf_eval_plan(&a.o, p->ranks)))) return st;
@@ -85,6 +106,8 @@ static int check_sample(post *p, int argc, char **argv)
     if ((st = step_model(p, so.model))) return st;
     if ((st = step_files(p, ghf_sample_plan(&so, p->file, p->ranks)))) return st;
     const int d = p->law.d;
+    if ((st = ghf_rows_mem_check("sample --n", so.n, d, p->ranks, GHF_SAMPLE_BYTES_PER_VALUE, p->err, sizeof p->err)))
+        return st;
     ghf_params t;
     memset(&t, 0, sizeof t);
     double *L = calloc((size_t)d * (size_t)d, sizeof(double));
@@ -128,6 +151,7 @@ static int check_gof(post *p, int argc, char **argv)
     ghf__check_line("options", "ok: goodness of fit of %s:%s under %s into %s%s", o.data, o.dataset, o.model, o.out,
                     o.B > 0 ? " with a parametric bootstrap" : "");
     if ((st = step_model(p, o.model))) return st;
+    if ((st = step_sigma(p, "%s:/fits/%s: the fit's Sigma is not positive definite%.0s"))) return st;
     o.model = p->file;
     if ((st = step_files(p, ghf_gof_plan(&o, p->file, p->ranks)))) return st;
     if ((st = step_sample(p, o.data, o.dataset))) return st;

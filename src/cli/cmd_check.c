@@ -93,8 +93,8 @@ static void line(const char *key, const char *fmt, ...)
 void ghf__check_output_line(const char *out)
 {
     struct stat sb;
-    line("output", "%s: %s", out,
-         stat(out, &sb) == 0 ? "an earlier result of ghfit, to be replaced" : "a new file; its directory is writable");
+    if (stat(out, &sb) != 0) line("output", "%s: a new file; its directory is writable", out);
+    else line("output", "%s: an earlier output of this command (%s), to be replaced", out, ghf_path_what(out));
 }
 
 void ghf__check_sample_line(const ghf_h5_sample *s, const char *bad_note)
@@ -186,8 +186,13 @@ static int step_weights(check *c)
 {
     const ghf_job *j = &c->job;
     if (!j->weights) {
-        if (j->halflife > 0) line("weights", "halflife %g rows", j->halflife);
-        return 0;
+        if (!(j->halflife > 0)) return 0;
+        int64_t shortest = -1; /* n_eff grows with the window: the shortest one decides */
+        for (int i = 0; i < c->n_specs; i++)
+            if (shortest < 0 || c->specs[i].row_len < shortest) shortest = c->specs[i].row_len;
+        const int st = ghf_halflife_check(j, shortest, c->d, c->err, sizeof c->err);
+        if (!st) line("weights", "halflife %g rows", j->halflife);
+        return st;
     }
     int64_t n = 0;
     const int st = ghf_weights_probe(j, &n, c->err, sizeof c->err);

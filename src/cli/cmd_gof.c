@@ -136,7 +136,7 @@ int ghf_gof_parse(int argc, char **argv, ghf_gof_opts *o)
 ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks)
 {
     const ghf_io_plan plan = {.data = o->data, .dataset = o->dataset, .win_len = -1, .n_ranks = n_ranks,
-                              .out = o->out, .out_kind = GHF_PATH_RESULT, .model = file};
+                              .out = o->out, .out_kind = GHF_PATH_GOF, .model = file};
     return plan;
 }
 

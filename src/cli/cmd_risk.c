@@ -12,6 +12,7 @@
 #include "family.h"
 #include "ghf_version.h"
 #include "h5io.h"
+#include "model.h"
 #include "postcmd.h"
 #include "risk.h"
 #include "uni1d.h"
@@ -55,10 +56,21 @@ static int split_spec(const char *s, char *path, size_t plen, char *suf, size_t 
 static int parse_alpha(const char *s, ghf_risk_opts *o)
 {
     char buf[8192];
+    if (strlen(s) >= sizeof buf) {
+        ghf_error0("--alpha: longer than %zu characters", sizeof buf - 1);
+        return GHF_EXIT_USAGE;
+    }
     snprintf(buf, sizeof buf, "%s", s);
     o->K = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    /* every item between commas is a level: an empty one ("0.99,,", ",0.99") is refused */
+    for (char *t = buf, *next; t; t = next) {
         double a;
+        next = strchr(t, ',');
+        if (next) *next++ = '\0';
+        if (!*t) {
+            ghf_error0("--alpha: '%s' has an empty item (levels are comma-separated, e.g. --alpha 0.99,0.975)", s);
+            return GHF_EXIT_USAGE;
+        }
         if (o->K >= RISK_MAX_ALPHA) {
             ghf_error0("--alpha: more than %d levels", RISK_MAX_ALPHA);
             return GHF_EXIT_USAGE;
@@ -175,6 +187,17 @@ static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, siz
         snprintf(err, errlen, "%s:/fits/%s: the fit has no usable law (status '%s': parameters not finite or "
                  "outside the %s family's domain)", o->model, o->fit, fp.status, md->family);
         st = GHF_EXIT_USAGE;
+    } else { /* w' Sigma w > 0 for every w != 0, else a variance clamped to 0 or NaN values for some portfolios */
+        double *L = malloc((size_t)d * (size_t)d * sizeof(double));
+        if (!L) {
+            snprintf(err, errlen, "%s:/fits/%s: out of memory (d = %d)", o->model, o->fit, d);
+            st = GHF_EXIT_RUNTIME;
+        } else if (ghf_cholesky(d, md->sigma, L) != 0) {
+            snprintf(err, errlen, "%s:/fits/%s: not a valid %s law: Sigma is not positive definite (status '%s')",
+                     o->model, o->fit, md->family, fp.status);
+            st = GHF_EXIT_USAGE;
+        }
+        free(L);
     }
     return st;
 }
@@ -199,7 +222,7 @@ int ghf_risk_check(ghf_risk_opts *o, ghf_risk_model *md, int dry, char *err, siz
     if (!st) {
         const ghf_path_use u[3] = {{o->model, "--model", GHF_PATH_INPUT, NULL},
                                    {o->wfile, "--portfolios", GHF_PATH_INPUT, NULL},
-                                   {o->out, "--out", GHF_PATH_RESULT, NULL}};
+                                   {o->out, "--out", GHF_PATH_RISK, NULL}};
         st = ghf_paths_check(u, 3, err, errlen);
     }
     if (!st) st = (dry ? ghf_out_lock_query : ghf_out_lock)(o->out, err, errlen);

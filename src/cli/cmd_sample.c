@@ -44,7 +44,7 @@ int ghf_sample_law(const ghf_fit_law *law, const char *file, ghf_params *t, doub
 
 ghf_io_plan ghf_sample_plan(const ghf_sample_opts *so, const char *file, int n_ranks)
 {
-    const ghf_io_plan plan = {.win_len = -1, .n_ranks = n_ranks, .out = so->out, .out_kind = GHF_PATH_MATRIX,
+    const ghf_io_plan plan = {.win_len = -1, .n_ranks = n_ranks, .out = so->out, .out_kind = GHF_PATH_SAMPLE,
                               .out_dataset = so->dataset, .model = file};
     return plan;
 }
@@ -63,6 +63,10 @@ static int sample_run(MPI_Comm comm, const ghf_sample_opts *so, const char *file
     const ghf_io_plan plan = ghf_sample_plan(so, file, size);
     st = ghf_io_check(comm, &plan, NULL, NULL, err, errlen);
     const int d = law.d;
+    if (!st) { /* before any allocation: the rows of a rank and the write's buffer (agreed: nodes differ) */
+        st = ghf_rows_mem_check("sample --n", so->n, d, size, GHF_SAMPLE_BYTES_PER_VALUE, err, errlen);
+        st = ghf_agree(comm, st, err, errlen);
+    }
     int64_t row0 = 0, nrows = 0;
     ghf_block_range(so->n, rank, size, &row0, &nrows);
     ghf_params t;

@@ -102,7 +102,8 @@ int ghf_cmd_summary(int argc, char **argv)
                        "  stderr names the missing ones (exit status 0)\n"
                        "  --lrt  adds likelihood-ratio tests between the nested models fitted to the same\n"
                        "         data: symmetric vs asymmetric (d df), a fixed p (nig, hyp, --p-fixed) vs gh\n"
-                       "         (1 df), vg and t vs gh (a boundary: 0.5 chi2(0) + 0.5 chi2(1))\n");
+                       "         (1 df), vg and t vs gh (a boundary: 0.5 chi2(0) + 0.5 chi2(1)); failed and\n"
+                       "         weighted fits are not tested\n");
             return GHF_EXIT_OK;
         }
         if (c == 'l') {

@@ -25,6 +25,9 @@ typedef struct ghf_eval_args {
 } ghf_eval_args;
 int ghf_eval_parse(int argc, char **argv, ghf_eval_args *a);
 
+/* sample's memory per drawn value on a rank: the float64 rows and a float32
+ * piece of the write (ghf_rows_mem_check) */
+#define GHF_SAMPLE_BYTES_PER_VALUE 12.0
 typedef struct ghf_sample_opts {
     const char *model, *out, *dataset;
     int64_t n, seed;

@@ -534,9 +534,17 @@ int ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out)
     out->n_ranks = size;
     free(out->all_phases);
     out->all_phases = NULL;
+    int oom = 0;
     if (rank == 0) {
-        out->all_phases = calloc((size_t)size * GHF_NPHASES, sizeof(double));
-        if (!out->all_phases) return 1;
+        out->all_phases = ghf_test_fail("gather", NULL, 0) ? NULL : calloc((size_t)size * GHF_NPHASES, sizeof(double));
+        oom = !out->all_phases;
+    }
+    /* agreed before the gather: a rank 0 without its buffer must not leave
+     * the others waiting in MPI_Gather */
+    if (ghf_any(comm, oom)) {
+        free(out->all_phases);
+        out->all_phases = NULL;
+        return 1;
     }
     MPI_Gather(out->phases, GHF_NPHASES, MPI_DOUBLE, out->all_phases, GHF_NPHASES, MPI_DOUBLE, 0, comm);
     return 0;

@@ -118,7 +118,9 @@ int  ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data);
  * ranks agree) with a message. */
 int  ghf_fit_out_se(MPI_Comm comm, ghf_fit_out *out, const ghf_data *data, int mode, int verbose, char *err,
                     size_t errlen);
-/* Collective: gather every rank's phases to rank 0 (out->all_phases). */
+/* Collective: gather every rank's phases to rank 0 (out->all_phases).  0,
+ * or 1 on every rank when rank 0 cannot allocate them (agreed before the
+ * gather; test hook GHFIT_TEST_FAIL=gather@0). */
 int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
 /* A record pointing into out (valid while out lives). */
 void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec);

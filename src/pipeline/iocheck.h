@@ -18,7 +18,7 @@ typedef struct ghf_io_plan {
     int n_ranks;
     const char *job_file;        /* run: the job file (an input) or NULL */
     const char *out;             /* the output file */
-    int out_kind;                /* ghf_path_kind of out (GHF_PATH_RESULT or GHF_PATH_MATRIX) */
+    int out_kind;                /* ghf_path_kind of out (GHF_PATH_RESULT, _GOF, _SCORES or _MATRIX) */
     const char *out_dataset;     /* GHF_PATH_MATRIX: the dataset generate writes */
     const char *checkpoint;      /* or NULL */
     const char *model;           /* eval, sample: the result file read (an input) or NULL */

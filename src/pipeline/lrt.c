@@ -76,9 +76,16 @@ static void model_name(const ghf_lrt_fit *x, char *buf, size_t len)
     if (!isnan(p) && k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, " p=%g", p);
 }
 
+/* a weighted fit (as the Python lr_tests: loglik_unweighted present and not
+ * equal to loglik): its weighted log-likelihood has no chi-square law */
+static int weighted(const ghf_lrt_fit *x)
+{
+    return !isnan(x->m->loglik_unweighted) && x->m->loglik_unweighted != x->s->loglik;
+}
+
 static int usable(const ghf_lrt_fit *x)
 {
-    return isfinite(x->s->loglik) && strncmp(x->s->status, "failed", 6) != 0;
+    return isfinite(x->s->loglik) && strncmp(x->s->status, "failed", 6) != 0 && !weighted(x);
 }
 
 int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
@@ -120,6 +127,12 @@ int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
         }
     if (mixture)
         fprintf(f, "  (%s: a restriction on the boundary of the parameter space; Self and Liang 1987)\n", MIXTURE);
+    int n_weighted = 0;
+    for (int i = 0; i < n; i++) n_weighted += weighted(&fits[i]);
+    if (n_weighted)
+        fprintf(f, "%s%d weighted fit%s not tested: a weighted log-likelihood ratio has no chi-square law%s\n",
+                printed ? "  (" : "\nlikelihood-ratio tests: ", n_weighted, n_weighted == 1 ? "" : "s",
+                printed ? ")" : "");
     free(best);
     return printed;
 }

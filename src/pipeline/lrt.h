@@ -14,7 +14,10 @@
  *     its domain, so LR is asymptotically the 50:50 mixture of chi2(0) and
  *     chi2(1) (S. G. Self and K.-Y. Liang, JASA 82 (1987) 605-610; Chernoff
  *     1954): p = P(chi2(1) > LR) / 2 for LR > 0;
- *   gauss is the limit of the others at infinite parameters: no test. */
+ *   gauss is the limit of the others at infinite parameters: no test.
+ * Weighted fits (loglik_unweighted present and not equal to loglik, as the
+ * Python lr_tests) and failed fits are not tested; a note line counts the
+ * weighted ones. */
 #ifndef GHF_LRT_H
 #define GHF_LRT_H
 

@@ -122,6 +122,11 @@ static int run_all(MPI_Comm world, const ghf_job *j, const ghf_pipe_opts *o, con
     ghf_ckpt resume;
     memset(&resume, 0, sizeof resume);
     int have_resume = 0;
+    char wlabel[1600];
+    if (j->weights) {
+        ghf__weights_label(j, wlabel, sizeof wlabel);
+        cid.weights = wlabel;
+    }
     if (j->checkpoint) st = ghf_ckpt_id_fingerprint(world, &cid, err, errlen);
     if (!st && j->resume) {
         st = ghf_ckpt_load(world, j->checkpoint, &cid, &resume, err, errlen);

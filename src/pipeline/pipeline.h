@@ -38,6 +38,10 @@ int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int 
  * and has one value per row of the data set (n: its length; may be NULL).
  * This process alone, no MPI: 0, or 2 with the run's message. */
 int ghf_weights_probe(const ghf_job *j, int64_t *n, char *err, size_t errlen);
+/* --halflife: would a window of n rows of dimension d have the d + 1
+ * effective rows a fit needs (Kish's n_eff of its exponential weights, the
+ * run's rule; `ghfit check`)?  0, or 2 with the run's message. */
+int ghf_halflife_check(const ghf_job *j, int64_t n, int d, char *err, size_t errlen);
 /* the identity a checkpoint of this run must match (cfg: the job's
  * ghf_job_config_text, used in GHF_PIPE_RUN mode; kept by reference) */
 ghf_ckpt_id ghf_pipeline_ckpt_id(const ghf_job *j, ghf_pipe_mode mode, int64_t n_rows, int d, int n_specs,

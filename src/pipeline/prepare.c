@@ -25,6 +25,6 @@ ghf_ckpt_id ghf_pipeline_ckpt_id(const ghf_job *j, ghf_pipe_mode mode, int64_t n
                                  const char *cfg)
 {
     const ghf_ckpt_id id = {mode == GHF_PIPE_FIT ? "fit" : "run", j->data_file, j->dataset, n_rows, d,
-                            ghf_job_hash(j), n_specs, mode == GHF_PIPE_FIT ? NULL : cfg, 0, 0};
+                            ghf_job_hash(j), n_specs, mode == GHF_PIPE_FIT ? NULL : cfg, 0, 0, 0, NULL, 0};
     return id;
 }

@@ -91,6 +91,17 @@ static int check_law(const char *file, const ghf_fit_law *law, ghf_family *fam, 
                  law->status[0] ? law->status : "unknown");
         return 2;
     }
+    /* (p, a, b) in the family's domain (a GIG law: a, b >= 0, not both 0;
+     * the family's own p, b = 0 for vg, a = 0 for t): a file edited by hand
+     * or damaged is refused here, naming the parameter, not later as a
+     * draw or a density that is not finite */
+    char why[200];
+    const ghf_model m = {*fam, 0, 0, 0.0};
+    if (*fam != GHF_FAMILY_GAUSS && !ghf_model_sub_ok(&m, law->d, law->p, law->a, law->b, why, sizeof why)) {
+        snprintf(err, errlen, "%s:/fits/%s: not a valid %s law: %s (status: %s)", file, law->name, law->family, why,
+                 law->status[0] ? law->status : "unknown");
+        return 2;
+    }
     return 0;
 }
 
@@ -360,8 +371,8 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     if (st) snprintf(err, errlen, "eval: out of memory for d = %d", d);
     ghf_estep_input in;
     if (!st && eval_input(law, fam, &t, &g, &in) != 0) {
-        snprintf(err, errlen, "%s: the fit's parameters are not a valid law (Sigma not positive definite?)",
-                 law->name);
+        snprintf(err, errlen, "/fits/%s: not a valid %s law: Sigma is not positive definite (or the law's constants "
+                 "are not finite)", law->name, law->family);
         st = 2;
     }
     ghf_backend *be = NULL;
@@ -479,7 +490,11 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
         st = ghf_agree(comm, oom, err, errlen);
     }
     double t1 = MPI_Wtime();
-    if (!st) st = eval_rows_compute(comm, &law, fam, &sh, &r, res, err, errlen);
+    if (!st && (st = eval_rows_compute(comm, &law, fam, &sh, &r, res, err, errlen)) == 2 && err[0] == '/') {
+        char e2[1200]; /* "/fits/NAME: not a valid law ..." -> "FILE:/fits/NAME: ..." */
+        snprintf(e2, sizeof e2, "%.500s:%.690s", o->model_file, err);
+        snprintf(err, errlen, "%s", e2);
+    }
     double t2 = MPI_Wtime();
     if (!st) st = eval_write(comm, o, &sh, &r, res, err, errlen);
     res->seconds_read = t1 - t0;

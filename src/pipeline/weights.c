@@ -106,8 +106,49 @@ static void blk_wsum(void *ctx, const double *x, int nb, int d, double *part)
     }
 }
 
-int ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, double *sum, double *sum2,
-                      int *unit, char *err, size_t errlen)
+/* The effective-row rule: Kish's n_eff = (sum w)^2 / sum w^2 >= d + 1, as
+ * an unweighted fit needs d + 1 rows (n_eff <= the number of rows with a
+ * non-zero weight, so that count is >= d + 1 too).  Below it the weighted
+ * covariance is singular or rests on a handful of rows and the EM ends at
+ * a boundary of no meaning.  0, or 2 with the message. */
+static int neff_verdict(const ghf_job *j, double s1, double s2, int64_t n_pos, int d, char *err, size_t errlen)
+{
+    const double n_eff = s2 > 0.0 ? (s1 / s2) * s1 : 0.0;
+    if (n_eff >= (double)d + 1.0 - 1e-9 * ((double)d + 1.0)) return 0;
+    char lab[1600], who[1700];
+    ghf__weights_label(j, lab, sizeof lab);
+    if (j->weights) snprintf(who, sizeof who, "weights %s", lab);
+    else snprintf(who, sizeof who, "--halflife %.17g", j->halflife);
+    snprintf(err, errlen,
+             "%s: %lld row%s with a non-zero weight and an effective sample size (sum w)^2 / sum w^2 = %.4g: at least "
+             "d + 1 = %d effective rows are needed for a fit",
+             who, (long long)n_pos, n_pos == 1 ? "" : "s", n_eff, d + 1);
+    return GHF_EXIT_USAGE;
+}
+
+int ghf_halflife_check(const ghf_job *j, int64_t n, int d, char *err, size_t errlen)
+{
+    if (j->weights || !(j->halflife > 0.0) || n < 1) return 0;
+    const double h = j->halflife;
+    /* w_k = 2^(-k/H), k = 0 (the last row) .. n-1: positive while k/H < about 1074 */
+    double c = ceil(1075.0 * h);
+    int64_t n_pos = c < (double)n ? (int64_t)c : n;
+    while (n_pos > 0 && !(exp2(-(double)(n_pos - 1) / h) > 0.0)) n_pos--;
+    while (n_pos < n && exp2(-(double)n_pos / h) > 0.0) n_pos++;
+    /* the sums: terms below 2^-80 of the first change neither */
+    const double c80 = ceil(80.0 * h) + 1.0;
+    const int64_t m = c80 < (double)n_pos ? (int64_t)c80 : n_pos;
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t q = 0; q < m; q++) {
+        const double w = exp2(-(double)q / h);
+        s1 += w;
+        s2 += w * w;
+    }
+    return neff_verdict(j, s1, s2, n_pos, d, err, errlen);
+}
+
+int ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, int d, double *sum,
+                      double *sum2, int *unit, char *err, size_t errlen)
 {
     double s[2] = {0.0, 0.0};
     if (ghf_xreduce_rows(comm, w, nrows, 1, 2, blk_wsum, NULL, s)) {
@@ -131,5 +172,13 @@ int ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t 
         snprintf(err, errlen, "weights %s: the sum of the weights (or of their squares) overflows", lab);
         return GHF_EXIT_USAGE;
     }
-    return 0;
+    /* The effective-row rule: Kish's n_eff = (sum w)^2 / sum w^2 >= d + 1,
+     * as an unweighted fit needs d + 1 rows (n_eff <= the number of rows
+     * with a non-zero weight, so that count is >= d + 1 too).  Below it
+     * the weighted covariance is singular or rests on a handful of rows
+     * and the EM ends at a boundary of no meaning. */
+    int64_t pos = 0, n_pos = 0;
+    for (int64_t i = 0; i < nrows; i++) pos += w[i] > 0.0;
+    MPI_Allreduce(&pos, &n_pos, 1, MPI_INT64_T, MPI_SUM, comm);
+    return neff_verdict(j, s[0], s[1], n_pos, d, err, errlen); /* the same on every rank: exact sums */
 }

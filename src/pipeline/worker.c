@@ -283,7 +283,7 @@ static int finish_weights(group_ctx *g, data_cache *dc, char *err, size_t errlen
         ghf__weights_halflife(g->gcomm, j->halflife, sh->n_global, sh->nrows, dc->w);
     }
     ghf__weights_label(j, dc->wlabel, sizeof dc->wlabel);
-    const int st = ghf__weights_sums(g->gcomm, j, dc->w, sh->nrows, &dc->wsum, &dc->wsum2, &dc->wunit, err, errlen);
+    const int st = ghf__weights_sums(g->gcomm, j, dc->w, sh->nrows, sh->d, &dc->wsum, &dc->wsum2, &dc->wunit, err, errlen);
     if (st) {
         free(dc->w);
         dc->w = NULL;
@@ -696,7 +696,12 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
         return FIT_ERROR;
     }
-    ghf_fit_out_gather(g->gcomm, &out);
+    if (ghf_fit_out_gather(g->gcomm, &out) != 0) { /* collective: 1 on every rank */
+        snprintf(msg, msglen, "out of memory (the per-rank timings of fit %s)", s->name);
+        ghf_fit_out_free(&out);
+        *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
+        return FIT_ERROR;
+    }
     warm_set(w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED);
     if (g->grank == 0) {
         if (fit_mode && out.em.n_decrease > 0)

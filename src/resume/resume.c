@@ -98,7 +98,46 @@ int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id)
     c->n_fits = id->n_fits;
     c->data_fp = id->data_fp;
     c->data_fp_rows = id->data_fp_rows;
+    c->data_sum = id->data_sum;
+    c->weights_sum = id->weights_sum;
     return c->data_path && c->dataset ? 0 : -1;
+}
+
+/* Collective: the checksum of every value of path:dataset, on rank 0. */
+static int checksum_all(MPI_Comm comm, const char *path, const char *dataset, uint64_t *sum, char *err, size_t errlen)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    uint32_t cr = 0, ad = 0;
+    int64_t nb = 0;
+    int st = ghf_ckpt_rows_checksum(path, dataset, rank, size, &cr, &ad, &nb, err, errlen);
+    if ((st = ghf_agree(comm, st, err, errlen)) != 0) return st;
+    int64_t mine[3] = {cr, ad, nb}, *all = NULL;
+    int oom = 0;
+    if (rank == 0) oom = !(all = malloc((size_t)size * sizeof mine));
+    if (ghf_any(comm, oom)) {
+        snprintf(err, errlen, "out of memory (the data's checksum on %d ranks)", size);
+        return GHF_EXIT_RUNTIME;
+    }
+    MPI_Gather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, 0, comm);
+    if (rank == 0) {
+        uint32_t *c = malloc((size_t)size * sizeof *c), *a = malloc((size_t)size * sizeof *a);
+        int64_t *n = malloc((size_t)size * sizeof *n);
+        if (c && a && n) {
+            for (int r = 0; r < size; r++) {
+                c[r] = (uint32_t)all[3 * r];
+                a[r] = (uint32_t)all[3 * r + 1];
+                n[r] = all[3 * r + 2];
+            }
+            *sum = ghf_ckpt_checksum_combine(size, c, a, n);
+        } else {
+            *sum = 0; /* out of memory on rank 0: compared by the sampled fingerprint only */
+        }
+        free(c), free(a), free(n);
+    }
+    free(all);
+    return 0;
 }
 
 int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t errlen)
@@ -107,6 +146,14 @@ int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t er
     MPI_Comm_rank(comm, &rank);
     if (rank == 0) st = ghf_ckpt_data_fingerprint(id->data_path, id->dataset, &id->data_fp, &id->data_fp_rows, err, errlen);
     ghf_bcast_status(comm, &st, err, errlen);
+    if (!st) st = checksum_all(comm, id->data_path, id->dataset, &id->data_sum, err, errlen);
+    if (!st && id->weights) {
+        char file[4096], ds[1024];
+        const char *c = strrchr(id->weights, ':');
+        snprintf(file, sizeof file, "%.*s", c ? (int)(c - id->weights) : 0, id->weights);
+        snprintf(ds, sizeof ds, "%s", c ? c + 1 : id->weights);
+        st = checksum_all(comm, file, ds, &id->weights_sum, err, errlen);
+    }
     return st;
 }
 
@@ -209,6 +256,16 @@ static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, 
                  "it was written for other data of the same shape (fingerprint of %lld sampled rows %016" PRIx64
                  ", these data %016" PRIx64 ")",
                  (long long)id->data_fp_rows, c->data_fp, id->data_fp);
+    else if (id->data_sum && c->data_sum && c->data_sum != id->data_sum)
+        snprintf(what, sizeof what,
+                 "it was written for other data of the same shape (the same %lld sampled rows, but the checksum of "
+                 "every value is %016" PRIx64 ", these data %016" PRIx64 ")",
+                 (long long)id->data_fp_rows, c->data_sum, id->data_sum);
+    else if (id->weights_sum && c->weights_sum && c->weights_sum != id->weights_sum)
+        snprintf(what, sizeof what,
+                 "it was written for other weights (%.480s: the checksum of every weight is %016" PRIx64
+                 ", these %016" PRIx64 ")",
+                 id->weights ? id->weights : "", c->weights_sum, id->weights_sum);
     else if (c->hash != id->hash || c->n_fits != id->n_fits)
         snprintf(what, sizeof what, "it was written with other options (options hash %016" PRIx64 ", this run %016" PRIx64 ")",
                  c->hash, id->hash);
@@ -327,9 +384,23 @@ int ghf_ckpt_load(MPI_Comm comm, const char *path, const ghf_ckpt_id *id, ghf_ck
     }
     int64_t nb = (int64_t)b.n;
     MPI_Bcast(&nb, 1, MPI_INT64_T, 0, comm);
+    char msg[256] = "";
+    int oom = 0;
     if (rank != 0) {
-        b.p = malloc((size_t)nb);
-        b.n = b.cap = (size_t)nb;
+        b.p = ghf_test_fail("ckpt_bcast", NULL, 0) ? NULL : malloc((size_t)(nb > 0 ? nb : 1));
+        b.n = b.cap = b.p ? (size_t)nb : 0;
+        if (!b.p) {
+            oom = 1;
+            snprintf(msg, sizeof msg, "%s: rank %d: out of memory for the checkpoint (%lld bytes) to be distributed",
+                     path, rank, (long long)nb);
+        }
+    }
+    /* agreed before the broadcast: no rank receives into a buffer it has not got */
+    if (ghf_agree(comm, oom, msg, sizeof msg)) {
+        ghf_ckpt_free(c);
+        ghf_pack_free(&b);
+        snprintf(err, errlen, "%s", msg);
+        return 1;
     }
     /* in pieces below 2^31 bytes */
     for (int64_t off = 0; off < nb; off += 1 << 30) {

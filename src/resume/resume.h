@@ -36,13 +36,21 @@ typedef struct ghf_ckpt_id {
     const char *config_text;
     uint64_t data_fp;      /* fingerprint of the data (rank 0; ghf_ckpt_id_fingerprint), 0: none */
     int64_t data_fp_rows;
+    uint64_t data_sum;     /* checksum of every value of the data (rank 0; ghf_ckpt_id_fingerprint), 0: none */
+    const char *weights;   /* "FILE:DATASET" of --weights, NULL: none */
+    uint64_t weights_sum;  /* checksum of every weight (rank 0), 0: none */
 } ghf_ckpt_id;
 
 /* Fill the identity fields of c (copies). */
 int ghf_ckpt_set_id(ghf_ckpt *c, const ghf_ckpt_id *id);
 
 /* Collective: rank 0 fingerprints the data of id (io/h5ckpt.h) into
- * id->data_fp.  0, or 2 with a message on every rank. */
+ * id->data_fp (64 sampled rows: the check's quick look), and every rank
+ * checksums its block of all the rows (and of id->weights), combined on
+ * rank 0 into id->data_sum (id->weights_sum): any change of any value
+ * changes it (crc32 + adler32 of every stored byte), whatever the rank
+ * count.  One read of the data set per start with a checkpoint.  0, or 2
+ * with a message on every rank. */
 int ghf_ckpt_id_fingerprint(MPI_Comm comm, ghf_ckpt_id *id, char *err, size_t errlen);
 
 /* Collective over comm: rank 0 reads the checkpoint (falling back to the

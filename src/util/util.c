@@ -60,8 +60,9 @@ int ghf_parse_vec(const char *s, int n, double *out)
     char *copy = strdup(s);
     if (!copy) return -1;
     int k = 0, rc = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *tok = copy, *next; tok; tok = next) { /* an empty item ("1,,2") is an error */
+        next = strchr(tok, ',');
+        if (next) *next++ = '\0';
         if (k >= n || ghf_parse_double(tok, &out[k]) != 0) {
             rc = -1;
             break;

@@ -122,9 +122,10 @@ int  ghf__weights_check(MPI_Comm comm, const ghf_job *j, const double *w, int64_
  * the N = n_global rows of the fit (ranks hold consecutive rows in rank order). */
 void ghf__weights_halflife(MPI_Comm comm, double h, int64_t n_global, int64_t nrows, double *w);
 /* Collective: exact sums of w and w^2 over all ranks, and *unit = 1 when every
- * weight is exactly 1.  Status 2 when every weight is 0 or a sum overflows. */
-int  ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, double *sum, double *sum2,
-                       int *unit, char *err, size_t errlen);
+ * weight is exactly 1.  Status 2 when every weight is 0, a sum overflows, or
+ * Kish's effective sample size (sum w)^2 / sum w^2 is below d + 1. */
+int  ghf__weights_sums(MPI_Comm comm, const ghf_job *j, const double *w, int64_t nrows, int d, double *sum,
+                       double *sum2, int *unit, char *err, size_t errlen);
 
 /* ---- missing coordinates (missing.c) ---- */
 
