@@ -21,3 +21,10 @@ foreach(np 2 3)
   set_tests_properties(faults_collective_np${np} PROPERTIES LABELS "mpi;faults;sanitize" TIMEOUT 900
     PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
 endforeach()
+# The writers under signals (issue 25): SIGINT/TERM/USR1/HUP while eval, sample,
+# risk and gof write (nothing left, the signal's exit status); SIGKILL while
+# each writer writes, then the same command again removes the dead writer's
+# temporary file when it takes over the stale lock (tests/faults_writers.sh).
+add_test(NAME faults_writers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_writers.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_writers)
+set_tests_properties(faults_writers PROPERTIES LABELS "faults" TIMEOUT 300 ENVIRONMENT "${GHF_MPI_ENV}")

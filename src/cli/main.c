@@ -52,6 +52,9 @@ int main(int argc, char **argv)
     /* First: a stop requested from here on is kept and honoured once start-up is
      * done (a Slurm --signal=USR1@T can arrive during MPI_Init on a short job). */
     ghf_install_stop_handlers();
+    /* Started by ghfit-launch (ghfit.sbatch does), the stop signals were blocked from
+     * exec on, the dynamic loader's time included: let them in now. */
+    ghf_unhold_stop_signals();
     /* The log of a batch job must follow the run: flush every line. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* test hook: a start-up slow enough to be signalled in (tests/faults_signals.sh) */
