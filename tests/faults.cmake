@@ -28,3 +28,10 @@ endforeach()
 add_test(NAME faults_writers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_writers.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_writers)
 set_tests_properties(faults_writers PROPERTIES LABELS "faults" TIMEOUT 300 ENVIRONMENT "${GHF_MPI_ENV}")
+# A stop signal while the ranks still load (before main; GHFIT_TEST_LOAD_SLEEP):
+# through ghfit-launch it is handled (75, a checkpoint), without it the ranks end
+# by the signal, nothing written (tests/faults_launch.sh, 2 ranks).
+add_test(NAME faults_launch COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_launch.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:ghfit-launch> $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_launch)
+set_tests_properties(faults_launch PROPERTIES LABELS "mpi;faults" TIMEOUT 300 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")

@@ -43,6 +43,16 @@ static void usage(FILE *f)
             GHFIT_VERSION, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER, ghf_backends_compiled());
 }
 
+/* Test hook GHFIT_TEST_LOAD_SLEEP=MS: sleeps before main, where the dynamic
+ * loader and the libraries' constructors run (seconds on a cold shared file
+ * system) and no handler of ghfit's exists yet: tests/faults_launch.sh and
+ * tests/batch_slurm_early.sh signal ranks there. */
+__attribute__((constructor)) static void test_load_sleep(void)
+{
+    const char *s = getenv("GHFIT_TEST_LOAD_SLEEP");
+    if (s) ghf_sleep_ms(atoi(s));
+}
+
 /* fit and run turn SIGUSR1/SIGTERM into a clean stop; the others end on it, leaving no
  * temporary or lock file (signals.c) */
 static int stoppable(const char *cmd) { return cmd && (strcmp(cmd, "fit") == 0 || strcmp(cmd, "run") == 0); }
