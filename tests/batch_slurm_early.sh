@@ -17,7 +17,8 @@
 #     limit it is moved (one note) and the fit, done in time, completes
 #     without a requeue; before the script's first line it ends the job by
 #     the signal (FAILED, signal 10) with nothing started or left, and a
-#     resubmission completes;
+#     resubmission completes, or, before Slurm has started the script, it is
+#     lost (the job completes);
 #  C. `scancel --signal=USR1` (to the ranks): a checkpoint and a requeue, then
 #     the resumed fit completes; a signal sent before srun has started any rank
 #     reaches no process (the job completes, not requeued); never a rank ended
@@ -114,6 +115,9 @@ for t in "${TIMES[@]}"; do
   elif [ "$st" = COMPLETED ] && [ "$ec" = 0:0 ] && [ "$(restarts_of "$j")" = 0 ] && [ -e $n.h5 ] && [ ! -e $n.ckpt.h5 ] &&
        [ "$(grep -c "^ghfit.sbatch: note: time-limit warning .* moved to 15 s before the end" "$n.out")" = 1 ]; then
     ok "time-limit warning $t s after the start: moved (one note), the fit completes in time, not requeued"
+  elif [ "$t" = 0 ] && [ "$st" = COMPLETED ] && [ "$ec" = 0:0 ] && [ "$(restarts_of "$j")" = 0 ] && [ -e $n.h5 ] &&
+       [ ! -e $n.ckpt.h5 ] && ! grep -q "note: time-limit" "$n.out"; then
+    ok "time-limit warning $t s after the start, before Slurm started the script: lost, the fit completes"
   else
     die "$n (warning at $t s): state $st, exit $ec, restarts $(restarts_of "$j")"; show "$n.out"
   fi
