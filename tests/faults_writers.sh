@@ -73,33 +73,42 @@ for w in eval sample risk gof; do
 done
 
 # ---- 2. SIGKILL while writing; the same command again cleans up ------------------------------------
-takeover() { # NAME OUT TMPPATTERN CMD...: rerun after a SIGKILL left TMPPATTERN and OUT.lock
-  local name=$1 o=$2 pat=$3 t; shift 3
-  t=$(ls -A | grep -E "^$pat\$" | head -1)
-  [ -n "$t" ] && [ -e $o.lock ] || { die "$name: SIGKILL left no temporary file or lock ($(left_of $o))"; return; }
-  run_t 120 $name-2.txt "$@"; rc=$?
+# (the writers side by side, then the runs again side by side)
+takeover_check() { # NAME OUT TMP RC: the run again after a SIGKILL that left TMP and OUT.lock
+  local name=$1 o=$2 t=$3 rc=$4 left
   outcome "$name: run again after SIGKILL" $rc 0 $name-2.txt note "removed $t, left by pid [0-9]+"
   left=$(left_of $o | tr ' ' '\n' | grep -vxF "$o" | grep -v '^$' | grep -v '\.ckpt\.h5$' | tr '\n' ' ')
   [ -e $o ] && [ -z "$left" ] && ok "$name: output written, $t and the stale lock gone" ||
     die "$name: output $( [ -e $o ] && echo present || echo missing), left '$left'"
 }
-for w in eval sample risk gof fit run; do
-  o=k-$w.h5
-  env "$(hold_of $w)=30" "$G" $(cmd_of $w $o) > k-$w.txt 2>&1 & p=$!
-  wait_until "grep -q 'ghfit: test: $o.tmp.[0-9]* \(created\|written\)' k-$w.txt 2> /dev/null" 60 ||
-    { die "$w: no temporary file announced: $(cat k-$w.txt)"; kill -KILL $p; continue; }
-  kill -KILL $p; wait $p 2> /dev/null
-  takeover "$w" $o "$o\.tmp\.$p" "$G" $(cmd_of $w $o)
-done
-# fit --checkpoint, killed while a checkpoint is written (CKPT.tmp holds ghfit's header)
 FITC=(fit --data in/d.h5 --model gh --tol 0 --max-iter 6 --quiet --out kc.h5 --checkpoint kc.ckpt.h5 --checkpoint-every 2)
-GHFIT_TEST_CKPT_SLEEP=30@2 "$G" "${FITC[@]}" > kc.txt 2>&1 & p=$!
-wait_until "grep -q 'test sleep' kc.txt 2> /dev/null" 60 || die "fit --checkpoint: no checkpoint held: $(cat kc.txt)"
-[ -e kc.ckpt.h5 ] || die "fit --checkpoint: the second checkpoint write is held, but there is no first"
-kill -KILL $p; wait $p 2> /dev/null
-takeover fit-checkpoint kc.h5 'kc\.ckpt\.h5\.tmp' "$G" "${FITC[@]}" --resume
+declare -A kp
+for w in eval sample risk gof fit run; do
+  env "$(hold_of $w)=30" "$G" $(cmd_of $w k-$w.h5) > k-$w.txt 2>&1 & kp[$w]=$!
+done
+# fit --checkpoint, killed while its second checkpoint is written (CKPT.tmp holds ghfit's header)
+GHFIT_TEST_CKPT_SLEEP=30@2 "$G" "${FITC[@]}" > k-ckpt.txt 2>&1 & kp[ckpt]=$!
+declare -A kt krc kpid
+for w in eval sample risk gof fit run ckpt; do
+  p=${kp[$w]}
+  if [ $w = ckpt ]; then
+    o=kc.h5; t=kc.ckpt.h5.tmp; ann="test sleep"
+  else
+    o=k-$w.h5; t=$o.tmp.$p; ann="ghfit: test: $o.tmp.$p \(created\|written\)"
+  fi
+  wait_until "grep -q '$ann' k-$w.txt 2> /dev/null" 60 || { die "$w: not held while writing: $(cat k-$w.txt)"; kill -KILL $p; continue; }
+  kill -KILL $p; wait $p 2> /dev/null
+  [ -f $t ] && [ -e $o.lock ] || { die "$w: SIGKILL left no temporary file $t or no lock ($(left_of $o))"; continue; }
+  kt[$w]=$t
+  if [ $w = ckpt ]; then run_t 120 ckpt-2.txt "$G" "${FITC[@]}" --resume & else run_t 120 $w-2.txt "$G" $(cmd_of $w $o) & fi
+  kpid[$w]=$!
+done
+for w in eval sample risk gof fit run ckpt; do
+  [ -n "${kpid[$w]:-}" ] || continue
+  wait ${kpid[$w]}; rc=$?
+  if [ $w = ckpt ]; then takeover_check ckpt kc.h5 ${kt[$w]} $rc; else takeover_check $w k-$w.h5 ${kt[$w]} $rc; fi
+done
 [ ! -e kc.ckpt.h5.tmp ] && [ ! -e kc.ckpt.h5.lock ] || die "fit --checkpoint: left $(left_of kc.ckpt)"
-# (the note of the run again names kc.ckpt.h5.tmp; the result lock is taken first: both locks were stale)
 
 # ---- 3. what is not the dead writer's stays -----------------------------------------------------------
 o=k3.h5
