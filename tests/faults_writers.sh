@@ -64,7 +64,7 @@ for w in eval sample risk gof; do
   i=0
   for s in INT TERM USR1 HUP; do
     o=$w-$s.h5; p=${pids[$i]}; i=$((i + 1))
-    wait $p; rc=$?
+    wait $p 2> /dev/null; rc=$?
     left=$(left_of $o)
     [ $rc = $((128 + ${num[$s]})) ] && [ -z "$left" ] &&
       ok "$w, SIG$s while writing: ends by the signal (exit $rc), no output, temporary file or lock left" ||
