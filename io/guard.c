@@ -342,6 +342,50 @@ static int open_lock_file(const char *out, const char *lp, int *fd, char *err, s
     return 0;
 }
 
+/* The temporary files of a writer that died holding the lock of `path`
+ * (SIGKILL, a crash, a node lost: no clean-up ran), named after its pid as
+ * ghfit names them: "<path>.tmp.<pid>", "<path>.tmp.<pid>.<k>" (k < 100,
+ * io/h5common.c create_tmp) and "<path>.tmp.<pid>.probe" (the writable-directory
+ * probe), and for a checkpoint "<path>.tmp" when it begins with ghfit's
+ * checkpoint header (io/h5ckpt.c: written only by the lock's holder).  `old`
+ * is what the dead holder wrote into the lock file; called with the lock
+ * held, so that holder has ended (a live one would hold it) and no other
+ * ghfit process writes these names.  Only regular files are removed, only on
+ * the holder's own host (pids are per host); on another host they are named
+ * in a warning and left. */
+static void remove_stale_tmp(const char *path, const char *old)
+{
+    long pid = 0;
+    char host[256] = "", since[64] = "", me[256] = "unknown";
+    if (sscanf(old, LOCK_MAGIC " pid %ld host %255s since %63s", &pid, host, since) != 3 || pid <= 0 ||
+        pid == (long)getpid())
+        return;
+    gethostname(me, sizeof me - 1);
+    for (char *c = me; *c; c++)
+        if (*c == ' ') *c = '_';
+    const int here = strcmp(host, me) == 0;
+    const size_t n = strlen(path) + 48;
+    char *t = (char *)malloc(n);
+    if (!t) return;
+    for (int k = -2; k < 100; k++) {
+        if (k == -2) snprintf(t, n, "%s.tmp", path);
+        else if (k == -1) snprintf(t, n, "%s.tmp.%ld.probe", path, pid);
+        else if (k == 0) snprintf(t, n, "%s.tmp.%ld", path, pid);
+        else snprintf(t, n, "%s.tmp.%ld.%d", path, pid, k);
+        struct stat st;
+        if (lstat(t, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (k == -2 && !ghf__file_starts_with(t, GHF__CKPT_MAGIC, 8)) continue;
+        if (!here)
+            fprintf(stderr, "ghfit: warning: %s: %s may be the temporary file of pid %ld on host %s, which held "
+                    "the lock %s.lock and ended without removing it: left in place (remove it once no ghfit "
+                    "runs there)\n", path, t, pid, host, path);
+        else if (unlink(t) == 0)
+            fprintf(stderr, "ghfit: note: %s: removed %s, left by pid %ld (since %s), which ended while writing "
+                    "this file\n", path, t, pid, since);
+    }
+    free(t);
+}
+
 int ghf_out_lock(const char *path, char *err, size_t errlen)
 {
     if (g_n_locks >= MAX_LOCKS) {
@@ -390,6 +434,10 @@ int ghf_out_lock(const char *path, char *err, size_t errlen)
             close(fd);
             continue;
         }
+        char old[512] = "";
+        const ssize_t ko = pread(fd, old, sizeof old - 1, 0); /* a holder that died: its temporary files */
+        old[ko > 0 ? ko : 0] = '\0';
+        remove_stale_tmp(path, old);
         char host[256] = "unknown", since[32], text[512];
         gethostname(host, sizeof host - 1);
         for (char *c = host; *c; c++)

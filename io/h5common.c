@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* this module */
@@ -348,6 +349,22 @@ static int create_tmp(const char *base, char **tmp)
     return -1;
 }
 
+/* Test hook GHFIT_TEST_SAVE_SLEEP=S: sleeps S seconds once a temporary file
+ * built in memory is written whole, before the caller renames it into place
+ * (results of fit and run, risk, gof; the first part of eval and sample):
+ * tests/faults_writers.sh signals and kills writers there. */
+static void test_save_sleep(const char *tmp)
+{
+    const char *s = getenv("GHFIT_TEST_SAVE_SLEEP");
+    const double sec = s ? atof(s) : 0;
+    if (sec <= 0) return;
+    fprintf(stderr, "ghfit: test: %s written; sleeping %.1f s before the rename\n", tmp, sec);
+    fflush(stderr);
+    struct timespec ts = {(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 int ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, char *why, size_t whylen)
 {
     *tmp = NULL;
@@ -365,7 +382,10 @@ int ghf__h5_mem_save(hid_t f, ghf__memfile *mf, const char *base, char **tmp, ch
     else if (write_all(fd, img, size) != 0 || fsync(fd) != 0) e = errno;
     if (fd >= 0 && close(fd) != 0 && !e) e = errno;
     ghf__h5_mem_discard(-1, mf);
-    if (!e) return 0;
+    if (!e) {
+        test_save_sleep(*tmp);
+        return 0;
+    }
     ghf__seterr(why, whylen, "%s", strerror(e));
     if (*tmp) unlink(*tmp);
     ghf__tmp_release(*tmp);

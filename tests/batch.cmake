@@ -26,6 +26,14 @@ add_test(NAME batch_slurm_post COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slur
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm_post)
 set_tests_properties(batch_slurm_post PROPERTIES LABELS "slurm;batch" TIMEOUT 200 PROCESSORS 2
   SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")
+# Signals 0, 0.2, 1 and 3 s after a ghfit.sbatch job starts (scancel, the
+# time-limit warning, scancel --signal=USR1), ranks slow to load: the documented
+# outcome, one note, nothing left, resubmissions complete
+# (tests/batch_slurm_early.sh; about 50 s).
+add_test(NAME batch_slurm_early COMMAND bash ${CMAKE_SOURCE_DIR}/tests/batch_slurm_early.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/batch_slurm_early)
+set_tests_properties(batch_slurm_early PROPERTIES LABELS "slurm;batch" TIMEOUT 300 PROCESSORS 2
+  SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${GHF_MPI_ENV}")
 # cmake --install to a fresh prefix, module load of the generated modulefile,
 # the README's usage lines with a bare ghfit (skipped without a module system).
 add_test(NAME install_module COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install_module.sh ${CMAKE_BINARY_DIR}

@@ -30,3 +30,17 @@ add_test(NAME faults_adversarial COMMAND bash ${CMAKE_SOURCE_DIR}/tests/adversar
          ${CMAKE_BINARY_DIR}/work/faults_adversarial)
 set_tests_properties(faults_adversarial PROPERTIES LABELS "cli;mpi;faults" TIMEOUT 600 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+# The writers under signals (issue 25): SIGINT/TERM/USR1/HUP while eval, sample,
+# risk and gof write (nothing left, the signal's exit status); SIGKILL while
+# each writer writes, then the same command again removes the dead writer's
+# temporary file when it takes over the stale lock (tests/faults_writers.sh).
+add_test(NAME faults_writers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_writers.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_writers)
+set_tests_properties(faults_writers PROPERTIES LABELS "faults" TIMEOUT 300 ENVIRONMENT "${GHF_MPI_ENV}")
+# A stop signal while the ranks still load (before main; GHFIT_TEST_LOAD_SLEEP):
+# through ghfit-launch it is handled (75, a checkpoint), without it the ranks end
+# by the signal, nothing written (tests/faults_launch.sh, 2 ranks).
+add_test(NAME faults_launch COMMAND bash ${CMAKE_SOURCE_DIR}/tests/faults_launch.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:ghfit-launch> $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/faults_launch)
+set_tests_properties(faults_launch PROPERTIES LABELS "mpi;faults" TIMEOUT 300 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")

@@ -23,7 +23,7 @@ rm -rf "$W"; mkdir -p "$W/run"
 P=$W/prefix
 
 cmake --install "$B" --prefix "$P" > "$W/install.txt" 2>&1 || { cat "$W/install.txt"; echo "FAIL: cmake --install"; exit 1; }
-for f in bin/ghfit share/ghfit/slurm/ghfit.sbatch share/ghfit/slurm/ghfit-array.sbatch share/ghfit/jobs/demo.yaml \
+for f in bin/ghfit bin/ghfit-launch share/ghfit/slurm/ghfit.sbatch share/ghfit/slurm/ghfit-array.sbatch share/ghfit/jobs/demo.yaml \
          share/ghfit/jobs/sweep.yaml share/ghfit/jobs/model-selection.yaml share/ghfit/tests/data/returns.h5 \
          share/doc/ghfit/README.md share/doc/ghfit/docs/user-guide.md \
          share/doc/ghfit/docs/math.md share/modulefiles/ghfit; do

@@ -39,5 +39,9 @@ int ghf_run_job(int serial, int argc, char **argv, ghf_job *j);
 extern volatile sig_atomic_t ghf_stop_requested;
 void ghf_install_stop_handlers(void);
 void ghf_release_stop_handlers(void);
+/* After ghf_install_stop_handlers: unblocks the stop signals that ghfit-launch
+ * held back from exec on (GHFIT_HELD_SIGNALS); one that arrived meanwhile is
+ * delivered then, to the handlers.  Without ghfit-launch: nothing. */
+void ghf_unhold_stop_signals(void);
 
 #endif

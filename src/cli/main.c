@@ -43,6 +43,16 @@ static void usage(FILE *f)
             GHFIT_VERSION, GHF_DEFAULT_TOL, GHF_DEFAULT_MAX_ITER, ghf_backends_compiled());
 }
 
+/* Test hook GHFIT_TEST_LOAD_SLEEP=MS: sleeps before main, where the dynamic
+ * loader and the libraries' constructors run (seconds on a cold shared file
+ * system) and no handler of ghfit's exists yet: tests/faults_launch.sh and
+ * tests/batch_slurm_early.sh signal ranks there. */
+__attribute__((constructor)) static void test_load_sleep(void)
+{
+    const char *s = getenv("GHFIT_TEST_LOAD_SLEEP");
+    if (s) ghf_sleep_ms(atoi(s));
+}
+
 /* fit and run turn SIGUSR1/SIGTERM into a clean stop; the others end on it, leaving no
  * temporary or lock file (signals.c) */
 static int stoppable(const char *cmd) { return cmd && (strcmp(cmd, "fit") == 0 || strcmp(cmd, "run") == 0); }
@@ -52,6 +62,9 @@ int main(int argc, char **argv)
     /* First: a stop requested from here on is kept and honoured once start-up is
      * done (a Slurm --signal=USR1@T can arrive during MPI_Init on a short job). */
     ghf_install_stop_handlers();
+    /* Started by ghfit-launch (ghfit.sbatch does), the stop signals were blocked from
+     * exec on, the dynamic loader's time included: let them in now. */
+    ghf_unhold_stop_signals();
     /* The log of a batch job must follow the run: flush every line. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* test hook: a start-up slow enough to be signalled in (tests/faults_signals.sh) */

@@ -1,5 +1,6 @@
 /* signals.c - stop requests from Slurm (--signal=USR1@T, preemption) or a user. */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -61,4 +62,31 @@ void ghf_release_stop_handlers(void)
     set_interrupt_handler(SIGHUP);
     const int sig = ghf_stop_requested;
     if (sig) raise(sig);
+}
+
+/* Signals held back by ghfit-launch (src/launch/launch.c), which lists those it
+ * blocked in GHFIT_HELD_SIGNALS: unblocked here, once the handlers are in
+ * place, so that one sent while this process was still starting (exec, the
+ * dynamic loader) is delivered now and handled as any later one.  Only the
+ * four stop signals are taken from the list; the variable is removed so that
+ * nothing this process starts inherits it. */
+void ghf_unhold_stop_signals(void)
+{
+    const char *v = getenv("GHFIT_HELD_SIGNALS");
+    if (!v) return;
+    sigset_t set;
+    sigemptyset(&set);
+    int any = 0;
+    for (const char *c = v; *c;) {
+        char *end = NULL;
+        const long s = strtol(c, &end, 10);
+        if (end == c) break;
+        if (s == SIGUSR1 || s == SIGTERM || s == SIGINT || s == SIGHUP) {
+            sigaddset(&set, (int)s);
+            any = 1;
+        }
+        c = *end == ',' ? end + 1 : end;
+    }
+    unsetenv("GHFIT_HELD_SIGNALS");
+    if (any) sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
