@@ -373,6 +373,15 @@ double ghf_opt_kkt(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_
         viol = fmax(viol, v);
         gmax = fmax(gmax, fabs(g[i]));
     }
+    if (sp->type == GHF_OPT_TANGENCY) {
+        /* the ratio is homogeneous of degree 0 in w: at the optimum its
+         * gradient vanishes, so the scale is that of its first term,
+         * max |d ret / dw| / risk */
+        double risk = NAN, rm = 0.0;
+        risk_buf(law, sp->measure, sp->alpha, w, &risk, NULL, NULL, Sw);
+        for (int i = 0; i < d; i++) rm = fmax(rm, fabs(r[i]));
+        if (risk > 0.0) gmax = fmax(gmax, rm / risk);
+    }
     res = gmax > 0.0 ? viol / gmax : viol;
     if (n_active) *n_active = nact;
 done:
