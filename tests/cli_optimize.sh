@@ -112,5 +112,53 @@ expect "--measure is required"                             -- --model nig.h5 --o
 if [ $rc -eq 2 ] && grep -q "is a ghfit result file, not an optimize file" err.txt && "$PY" -c "import h5py; assert list(h5py.File('out.h5')['fits']) == ['gauss']"; then
   echo "ok   a result file as --out is refused and kept"; else echo "FAIL: --out over a result file: rc $rc"; cat err.txt; fail=1; fi
 rm -f out.h5
+
+# the job key optimize: per fit /fits/<name>/optimize (the same portfolio as ghfit optimize on that fit), and
+# with rolling windows /backtest/<chain>/optimize (recomputed here from the data), on 1 and 2 ranks
+cat > bt.yaml <<'YAML'
+data: x.h5
+out: bt1.h5
+family: [nig, gauss]
+windows: {length: 1000, step: 500}
+quiet: true
+optimize: {measure: es, alpha: 0.975, type: min-risk, long_only: true}
+YAML
+"$G" run bt.yaml >bt1.txt || { echo "FAIL: run with optimize"; fail=1; }
+$MPI -np 2 "$G" run bt.yaml --out bt2.h5 >bt2.txt || { echo "FAIL: run with optimize on 2 ranks"; fail=1; }
+grep -q "gaussian-min-variance" bt1.txt || { echo "FAIL: no optimize backtest lines"; cat bt1.txt; fail=1; }
+"$G" optimize --model bt1.h5:/fits/nig_tol1e-10_s1_w000001 --measure es --alpha 0.975 --long-only --out one.h5 >/dev/null \
+  || { echo "FAIL: optimize on a job's fit"; fail=1; }
+"$PY" - <<'PY' || fail=1
+import h5py, numpy as np, math
+a, b = h5py.File("bt1.h5", "r"), h5py.File("bt2.h5", "r")
+for c in a["backtest"]:
+    for k in a[f"backtest/{c}/optimize"]:
+        assert np.array_equal(a[f"backtest/{c}/optimize/{k}"][()], b[f"backtest/{c}/optimize/{k}"][()]), (c, k)
+one = h5py.File("one.h5", "r")
+o = a["fits/nig_tol1e-10_s1_w000001/optimize"]
+assert np.array_equal(o["weights"][()], one["weights"][0]) and o["es"][()] == one["es"][0] and o["converged"][()] == 1
+X = h5py.File("x.h5", "r")["X"][()]
+for chain in ("nig_tol1e-10_s1", "gauss_tol1e-10_s1"):
+    fits = sorted(k for k in a["fits"] if k.startswith(chain + "_w"))
+    R, turn = [], []
+    for i, f in enumerate(fits[:-1]):
+        g, h = a["fits"][f], a["fits"][fits[i + 1]]
+        r0 = g.attrs["row_start"] + g.attrs["row_count"]; r1 = h.attrs["row_start"] + h.attrs["row_count"]
+        w = g["optimize/weights"][()]
+        R += list(X[r0:r1] @ w)
+        if i: turn.append(np.abs(w - a["fits"][fits[i - 1]]["optimize/weights"][()]).sum())
+    R = np.array(R); bt = a[f"backtest/{chain}/optimize"]
+    assert bt.attrs["n"] == len(R) == 2000 and np.allclose(bt["returns"][:, 0], R, rtol=0, atol=1e-13)
+    assert np.allclose(bt["returns"][:, 1], (X[1000:3000] @ np.full(4, 0.25)), atol=1e-13)
+    L = np.sort(-R)[::-1]; k = math.ceil(0.025 * len(R) - 1e-9)
+    assert abs(bt["realised_es"][0] - L[:k].mean()) < 1e-12 and abs(bt["mean_return"][0] - R.mean()) < 1e-14
+    assert abs(bt["volatility"][0] - R.std(ddof=1)) < 1e-12 and abs(bt["turnover"][0] - np.mean(turn)) < 1e-12
+    assert bt["turnover"][1] == 0
+print("ok   job key optimize: the same portfolio as ghfit optimize, the backtest recomputed, 1 and 2 ranks the same")
+PY
+printf 'data: x.h5\nout: out.h5\nfamily: nig\noptimize: {measure: es, bounds: [0, 0.2]}\n' > bad1.yaml
+printf 'data: x.h5\nout: out.h5\nfamily: nig\noptimize: {measure: cvar}\n' > bad2.yaml
+refused run "bt.yaml: optimize: infeasible constraints\|bad1.yaml: optimize: infeasible constraints" -- bad1.yaml
+refused run "optimize.measure: expected sd, var or es" -- bad2.yaml
 [ $fail -eq 0 ] && echo "cli_optimize: all passed"
 exit $fail
