@@ -270,7 +270,7 @@ static int opt_check(opt_opts *o, opt_model *md, int dry, char *err, size_t errl
     }
     if (o->type == T_TARGET || o->type == T_FRONTIER) {
         const double rmax = ghf_opt_max_return(&md->law, &cs, NULL);
-        if (o->has_target && o->target > rmax * (1.0 + 1e-12) + 1e-300 * 0) {
+        if (o->has_target && o->target > rmax + 1e-12 * fabs(rmax)) {
             snprintf(err, errlen, "--target-return %g is above the highest expected return attainable under the "
                      "constraints (%.10g)", o->target, rmax);
             return GHF_EXIT_USAGE;
