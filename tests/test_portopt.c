@@ -13,6 +13,8 @@
  *                 S Sigma^-1 (mu - rf 1) / 1'Sigma^-1 (mu - rf 1) to 1e-9
  *   frontier      returns increasing from the minimum-risk point to the LP's
  *                 highest return, ES non-decreasing along it
+ *   working set   d = 250 long-only (sd, ES): the working-set path reaches
+ *                 the full problem's KKT point, no nearby feasible move lower
  */
 #include <math.h>
 #include <stdio.h>
@@ -329,11 +331,54 @@ static void test_frontier(void)
     }
 }
 
+/* d = 250 long-only: the working set (portopt.c, above 200 assets) reaches
+ * the full problem's KKT point; no one of 1000 feasible moves near it is lower */
+static void test_working_set(void)
+{
+    const int d = 250;
+    double *mu = malloc(d * sizeof(double)), *ga = malloc(d * sizeof(double)), *S = malloc((size_t)d * d * sizeof(double));
+    double *be = malloc(d * sizeof(double)), *lo = malloc(d * sizeof(double)), *hi = malloc(d * sizeof(double));
+    double *w = malloc(d * sizeof(double)), *v = malloc(d * sizeof(double));
+    for (int i = 0; i < d; i++) {
+        mu[i] = 2e-4 + 6e-4 * urand(), ga[i] = -2e-4 + 2e-4 * urand(), be[i] = 0.5 + urand();
+        lo[i] = 0.0, hi[i] = INFINITY;
+    }
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) {
+            const double idio = 0.008 + 0.012 * urand();
+            S[(size_t)i * d + j] = 1e-4 * be[i] * be[j] + (i == j ? idio * idio : 0.0);
+        }
+    for (int i = 0; i < d; i++) /* symmetric (the diagonal drawn once) */
+        for (int j = 0; j < i; j++) S[(size_t)j * d + i] = S[(size_t)i * d + j];
+    const ghf_opt_cons c = {1.0, lo, hi};
+    for (int fi = 0; fi < 3; fi += 2) { /* gauss (sd), nig (es) */
+        ghf_opt_law L = {.d = d, .gauss = FAMS[fi].gauss, .p = FAMS[fi].p, .a = FAMS[fi].a, .b = FAMS[fi].b, .mu = mu,
+                         .gamma = ga, .disp = {ghf_opt_quad_dense, S}};
+        ghf_opt_law_init(&L);
+        const int m = fi == 0 ? GHF_OPT_SD : GHF_OPT_ES;
+        const ghf_opt_spec sp = {m, GHF_OPT_MIN_RISK, 0.975, 0.0, 0.0};
+        ghf_opt_result r;
+        CHECK(ghf_opt_solve(&L, &c, &sp, NULL, w, &r) == 0, "solve");
+        CHECK(r.converged && r.kkt <= 1e-6, "d = 250 %s long-only: converged %d kkt %.3g", MNAME[m], r.converged, r.kkt);
+        const double r0 = risk_of(&L, m, w);
+        int lower = 0;
+        for (int t = 0; t < 1000; t++) {
+            rand_feasible(&c, d, w, 1, v);
+            if (risk_of(&L, m, v) < r0 - 1e-9 * r0) lower++;
+        }
+        CHECK(lower == 0, "d = 250 %s: %d of 1000 feasible moves are lower", MNAME[m], lower);
+        printf("working set d = 250 %s: kkt %.3g, %d active bounds, %d evaluations\n", MNAME[m], r.kkt, r.n_active,
+               r.n_eval);
+    }
+    free(mu), free(ga), free(S), free(be), free(lo), free(hi), free(w), free(v);
+}
+
 int main(void)
 {
     test_gradients();
     test_closed_form();
     test_optimality();
     test_frontier();
+    test_working_set();
     return test_summary("test_portopt");
 }

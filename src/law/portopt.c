@@ -15,6 +15,10 @@
 #define OPT_KKT_TOL 1e-6   /* converged: the first-order residual at most this */
 #define OPT_POLISH 4       /* SLSQP runs from the last point while the residual is above OPT_POLISH_TOL */
 #define OPT_POLISH_TOL 1e-11
+#define OPT_OOM (-100)     /* slsqp_runs: out of memory (not an NLopt code) */
+#define OPT_WS_MIN 200     /* above this many assets with finite lower bounds: a working set */
+#define OPT_WS_START 100
+#define OPT_WS_ADD 50
 #define OPT_NEWTON_MAX 300 /* a Newton polish on at most this many free coordinates */
 #define OPT_ACTIVE 1e-9    /* a bound within this (relative to 1 + |bound|) is active */
 #define AT_LO(w, c, i) (isfinite((c)->lo[i]) && (w)[i] - (c)->lo[i] <= OPT_ACTIVE * (1.0 + fabs((c)->lo[i])))
@@ -292,42 +296,61 @@ static double obj_eval(opt_ctx *C, const double *w, double *grad)
     return f;
 }
 
-static double nl_obj(unsigned n, const double *w, double *grad, void *data)
-{
-    opt_ctx *C = (opt_ctx *)data;
-    const double f = obj_eval(C, w, grad) * C->fscale;
-    if (grad)
-        for (unsigned i = 0; i < n; i++) grad[i] *= C->fscale;
-    return isfinite(f) ? f : HUGE_VAL;
-}
-
-static double nl_budget(unsigned n, const double *w, double *grad, void *data)
-{
-    const double *S = (const double *)data;
-    double s = 0.0;
-    for (unsigned i = 0; i < n; i++) {
-        s += w[i];
-        if (grad) grad[i] = 1.0;
-    }
-    return s - *S;
-}
-
 typedef struct tgt_ctx {
     const ghf_opt_law *law;
     double target, scale; /* the constraint is (ret - target) * scale, scale = 1 / max |r_i| */
 } tgt_ctx;
 
-static double nl_target(unsigned n, const double *w, double *grad, void *data)
+/* What SLSQP sees: the coordinates idx [n] of the full w (the others held
+ * where they are: a working set); gf [d] scratch. */
+typedef struct sub_ctx {
+    opt_ctx *C;
+    tgt_ctx *T;
+    int n;
+    const int *idx;
+    double *w, *gf;
+    double budget; /* the budget less the held coordinates */
+} sub_ctx;
+
+static void scatter(const sub_ctx *P, const double *x)
 {
-    const tgt_ctx *T = (const tgt_ctx *)data;
-    const double v = (ghf_opt_return(T->law, w, grad) - T->target) * T->scale;
+    for (int k = 0; k < P->n; k++) P->w[P->idx[k]] = x[k];
+}
+
+static double nl_obj(unsigned n, const double *x, double *grad, void *data)
+{
+    sub_ctx *P = (sub_ctx *)data;
+    scatter(P, x);
+    const double f = obj_eval(P->C, P->w, grad ? P->gf : NULL) * P->C->fscale;
     if (grad)
-        for (unsigned i = 0; i < n; i++) grad[i] *= T->scale;
+        for (unsigned k = 0; k < n; k++) grad[k] = P->gf[P->idx[k]] * P->C->fscale;
+    return isfinite(f) ? f : HUGE_VAL;
+}
+
+static double nl_budget(unsigned n, const double *x, double *grad, void *data)
+{
+    const sub_ctx *P = (const sub_ctx *)data;
+    double s = 0.0;
+    for (unsigned k = 0; k < n; k++) {
+        s += x[k];
+        if (grad) grad[k] = 1.0;
+    }
+    return s - P->budget;
+}
+
+static double nl_target(unsigned n, const double *x, double *grad, void *data)
+{
+    sub_ctx *P = (sub_ctx *)data;
+    scatter(P, x);
+    const double v = (ghf_opt_return(P->T->law, P->w, P->gf) - P->T->target) * P->T->scale;
+    if (grad)
+        for (unsigned k = 0; k < n; k++) grad[k] = P->gf[P->idx[k]] * P->T->scale;
     return v;
 }
 
-double ghf_opt_kkt(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_spec *sp, const double *w,
-                   int *n_active)
+/* ghf_opt_kkt, and the residuals g_i - lambda - nu r_i into resid [d] (may be NULL) */
+static double kkt_core(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_spec *sp, const double *w,
+                       int *n_active, double *resid)
 {
     const int d = law->d;
     double *g = malloc((size_t)d * sizeof(double)), *r = malloc((size_t)d * sizeof(double));
@@ -365,6 +388,7 @@ double ghf_opt_kkt(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_
     double viol = 0.0;
     for (int i = 0; i < d; i++) {
         const double ri = g[i] - lam - nu * r[i];
+        if (resid) resid[i] = ri;
         const int atlo = AT_LO(w, c, i), athi = AT_HI(w, c, i);
         double v = fabs(ri);
         if (atlo && athi) v = 0.0;
@@ -383,10 +407,18 @@ double ghf_opt_kkt(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_
         if (risk > 0.0) gmax = fmax(gmax, rm / risk);
     }
     res = gmax > 0.0 ? viol / gmax : viol;
+    if (resid && gmax > 0.0)
+        for (int i = 0; i < d; i++) resid[i] /= gmax;
     if (n_active) *n_active = nact;
 done:
     free(g), free(r), free(Sw);
     return res;
+}
+
+double ghf_opt_kkt(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_spec *sp, const double *w,
+                   int *n_active)
+{
+    return kkt_core(law, c, sp, w, n_active, NULL);
 }
 
 /* primal feasibility of w (budget, box, target), relative */
@@ -490,13 +522,97 @@ done:
     return kkt;
 }
 
-/* SLSQP from w (in/out), polished by restarts; fills res */
+/* SLSQP on the coordinates idx [n] of w (in/out; the others held), with
+ * restarts while the first-order residual of the full problem is above
+ * OPT_POLISH_TOL.  NLopt's code; OPT_OOM out of memory. */
+static int slsqp_runs(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_spec *sp, double *w, const int *idx,
+                      int n, opt_ctx *C, tgt_ctx *T, double *kkt, int *n_active)
+{
+    const int d = law->d;
+    double *x = malloc((size_t)n * 3 * sizeof(double)), *gf = malloc((size_t)d * sizeof(double));
+    if (!x || !gf) {
+        free(x), free(gf);
+        return OPT_OOM;
+    }
+    double *lo = x + n, *hi = x + 2 * n;
+    sub_ctx P = {C, T, n, idx, w, gf, c->budget};
+    {
+        char *in = calloc((size_t)d, 1);
+        if (!in) {
+            free(x), free(gf);
+            return OPT_OOM;
+        }
+        for (int k = 0; k < n; k++) in[idx[k]] = 1;
+        for (int i = 0; i < d; i++)
+            if (!in[i]) P.budget -= w[i];
+        free(in);
+    }
+    for (int k = 0; k < n; k++) lo[k] = c->lo[idx[k]], hi[k] = c->hi[idx[k]];
+    int code = NLOPT_FAILURE;
+    for (int run = 0; run < OPT_POLISH; run++) {
+        nlopt_opt o = nlopt_create(NLOPT_LD_SLSQP, (unsigned)n);
+        if (!o) {
+            free(x), free(gf);
+            return OPT_OOM;
+        }
+        nlopt_set_min_objective(o, nl_obj, &P);
+        nlopt_set_lower_bounds(o, lo);
+        nlopt_set_upper_bounds(o, hi);
+        nlopt_add_equality_constraint(o, nl_budget, &P, 1e-13 * (1.0 + fabs(c->budget)));
+        if (sp->type == GHF_OPT_TARGET) nlopt_add_equality_constraint(o, nl_target, &P, 1e-13 * (1.0 + fabs(sp->target)));
+        nlopt_set_ftol_rel(o, 0.0);
+        nlopt_set_xtol_rel(o, 1e-13);
+        nlopt_set_maxeval(o, 2000 + 20 * n);
+        for (int k = 0; k < n; k++) x[k] = fmin(fmax(w[idx[k]], lo[k]), hi[k]);
+        scatter(&P, x);
+        { /* scale: the objective's gradient of order 1 at the start */
+            double gmax = 0.0;
+            C->fscale = 1.0;
+            obj_eval(C, w, gf);
+            for (int k = 0; k < n; k++) gmax = fmax(gmax, fabs(gf[idx[k]]));
+            C->fscale = gmax > 0.0 && isfinite(gmax) ? 1.0 / gmax : 1.0;
+        }
+        double f = 0.0;
+        code = (int)nlopt_optimize(o, x, &f);
+        nlopt_destroy(o);
+        scatter(&P, x);
+        if (code == NLOPT_ROUNDOFF_LIMITED) code = NLOPT_SUCCESS; /* judged by the residual */
+        *kkt = ghf_opt_kkt(law, c, sp, w, n_active);
+        if (*kkt <= OPT_POLISH_TOL && feasible_w(law, c, sp, w)) break;
+    }
+    free(x), free(gf);
+    return code;
+}
+
+typedef struct ws_key {
+    double v;
+    int i;
+} ws_key;
+
+static int by_v(const void *a, const void *b)
+{
+    const ws_key *x = (const ws_key *)a, *y = (const ws_key *)b;
+    return x->v < y->v ? -1 : x->v > y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/* SLSQP from w (in/out), polished; fills res.  Above OPT_WS_MIN assets with
+ * finite lower bounds (long-only, say), a working set: SLSQP (whose QP costs
+ * O(n^3)) runs on OPT_WS_START assets, the others held at their lower
+ * bounds, and the assets whose first-order residual at that bound is
+ * negative (their weight should rise) are added, OPT_WS_ADD at a time, until
+ * none is: then the point satisfies the full problem's KKT conditions. */
 static int run_one(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_spec *sp, double *w,
                    ghf_opt_result *res)
 {
     const int d = law->d;
     double *scr = malloc((size_t)d * 4 * sizeof(double));
-    if (!scr) return -1;
+    int *idx = malloc((size_t)d * sizeof(int));
+    ws_key *key = malloc((size_t)d * sizeof(ws_key));
+    char *in = calloc((size_t)d, 1);
+    if (!scr || !idx || !key || !in) {
+        free(scr), free(idx), free(key), free(in);
+        return -1;
+    }
     opt_ctx C = {law, sp->measure, sp->type, sp->alpha, sp->rf, c->budget, NAN, 1.0, scr, scr + d, scr + 2 * d, 0, 0};
     tgt_ctx T = {law, sp->target, 1.0};
     {
@@ -505,37 +621,53 @@ static int run_one(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_
         for (int i = 0; i < d; i++) rmax = fmax(rmax, fabs(scr[i]));
         if (rmax > 0.0) T.scale = 1.0 / rmax;
     }
-    double S = c->budget;
-    int code = NLOPT_FAILURE;
+    int ws = d > OPT_WS_MIN;
+    for (int i = 0; ws && i < d; i++) ws &= isfinite(c->lo[i]);
+    int code = NLOPT_FAILURE, n = d;
     double kkt = INFINITY;
-    for (int run = 0; run < OPT_POLISH; run++) {
-        nlopt_opt o = nlopt_create(NLOPT_LD_SLSQP, (unsigned)d);
-        if (!o) {
-            free(scr);
-            return -1;
+    if (!ws) {
+        for (int i = 0; i < d; i++) idx[i] = i;
+        code = slsqp_runs(law, c, sp, w, idx, d, &C, &T, &kkt, &res->n_active);
+    } else {
+        /* the start: the OPT_WS_START assets of least marginal risk at w (and
+         * those already above their lower bounds, up to that count), the
+         * others moved to their lower bounds and the budget rescaled onto
+         * the set */
+        double *g = scr + 3 * d;
+        obj_eval(&C, w, g);
+        for (int i = 0; i < d; i++) key[i] = (ws_key){g[i], i};
+        qsort(key, (size_t)d, sizeof *key, by_v);
+        n = OPT_WS_START < d ? OPT_WS_START : d;
+        for (int k = 0; k < n; k++) in[key[k].i] = 1;
+        double held = 0.0, set = 0.0;
+        for (int i = 0; i < d; i++) {
+            if (!in[i]) w[i] = c->lo[i];
+            if (in[i]) set += w[i];
+            else held += w[i];
         }
-        nlopt_set_min_objective(o, nl_obj, &C);
-        nlopt_set_lower_bounds(o, c->lo);
-        nlopt_set_upper_bounds(o, c->hi);
-        nlopt_add_equality_constraint(o, nl_budget, &S, 1e-13 * (1.0 + fabs(S)));
-        if (sp->type == GHF_OPT_TARGET) nlopt_add_equality_constraint(o, nl_target, &T, 1e-13 * (1.0 + fabs(sp->target)));
-        nlopt_set_ftol_rel(o, 0.0);
-        nlopt_set_xtol_rel(o, 1e-13);
-        nlopt_set_maxeval(o, 2000 + 20 * d);
-        double f = 0.0;
-        for (int i = 0; i < d; i++) w[i] = fmin(fmax(w[i], c->lo[i]), c->hi[i]);
-        { /* scale: the objective's gradient of order 1 at the start */
-            double gmax = 0.0;
-            C.fscale = 1.0;
-            obj_eval(&C, w, scr + 3 * d);
-            for (int i = 0; i < d; i++) gmax = fmax(gmax, fabs(scr[3 * d + i]));
-            C.fscale = gmax > 0.0 && isfinite(gmax) ? 1.0 / gmax : 1.0;
+        for (int i = 0, k = 0; i < d; i++)
+            if (in[i]) idx[k++] = i;
+        if (set != 0.0)
+            for (int k = 0; k < n; k++) w[idx[k]] *= (c->budget - held) / set;
+        for (int round = 0; round < 1000; round++) {
+            code = slsqp_runs(law, c, sp, w, idx, n, &C, &T, &kkt, &res->n_active);
+            if (code == OPT_OOM || code < 0) break;
+            double *rs = scr + 3 * d;
+            kkt_core(law, c, sp, w, NULL, rs);
+            int m = 0;
+            for (int i = 0; i < d; i++)
+                if (!in[i] && rs[i] < -OPT_POLISH_TOL) key[m++] = (ws_key){rs[i], i};
+            if (m == 0) break;
+            qsort(key, (size_t)m, sizeof *key, by_v);
+            for (int k = 0; k < m && k < OPT_WS_ADD; k++) in[key[k].i] = 1;
+            n = 0;
+            for (int i = 0; i < d; i++)
+                if (in[i]) idx[n++] = i;
         }
-        code = (int)nlopt_optimize(o, w, &f);
-        nlopt_destroy(o);
-        if (code == NLOPT_ROUNDOFF_LIMITED) code = NLOPT_SUCCESS; /* judged by the residual below */
-        kkt = ghf_opt_kkt(law, c, sp, w, &res->n_active);
-        if (kkt <= OPT_POLISH_TOL && feasible_w(law, c, sp, w)) break;
+    }
+    if (code == OPT_OOM) {
+        free(scr), free(idx), free(key), free(in);
+        return -1;
     }
     for (int it = 0; it < 2 && kkt > 1e-13; it++) kkt = newton_polish(law, c, sp, w, kkt, &res->n_active);
     res->status = code;
@@ -543,7 +675,7 @@ static int run_one(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_
     res->n_eval = C.n_eval;
     res->converged = code > 0 && code != NLOPT_MAXEVAL_REACHED && code != NLOPT_MAXTIME_REACHED &&
                      kkt <= OPT_KKT_TOL && feasible_w(law, c, sp, w);
-    free(scr);
+    free(scr), free(idx), free(key), free(in);
     return 0;
 }
 
