@@ -160,5 +160,11 @@ printf 'data: x.h5\nout: out.h5\nfamily: nig\noptimize: {measure: es, bounds: [0
 printf 'data: x.h5\nout: out.h5\nfamily: nig\noptimize: {measure: cvar}\n' > bad2.yaml
 refused run "bt.yaml: optimize: infeasible constraints\|bad1.yaml: optimize: infeasible constraints" -- bad1.yaml
 refused run "optimize.measure: expected sd, var or es" -- bad2.yaml
+for y in bad1 bad2; do  # ghfit check run refuses them with the run's line
+  refused run "" -- $y.yaml; line=$(grep '^ghfit: error:' stderr.txt)
+  "$G" check run $y.yaml >/dev/null 2>check.txt; rc=$?
+  if [ $rc -ne 2 ] || [ "$(grep '^ghfit: error:' check.txt)" != "$line" ]; then
+    echo "FAIL [check run $y.yaml]: exit $rc, '$(grep '^ghfit:' check.txt)' vs '$line'"; fail=1; else echo "ok   check run $y.yaml: the run's line"; fi
+done
 [ $fail -eq 0 ] && echo "cli_optimize: all passed"
 exit $fail

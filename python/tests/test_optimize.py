@@ -55,3 +55,25 @@ def test_report_frontier(opt_files, files, work):
     check_self_contained(text, t)
     assert "Portfolio optimisation" in text and "Efficient frontier and weights" in text
     assert t.rows.get("optimize") == 2
+
+
+def test_job_key_and_backtest_report(cli, files, work):
+    """The job key optimize read through Fit.optimize and /backtest/<chain>/optimize, drawn by the report."""
+    (work / "optjob.yaml").write_text(
+        "data: d.h5\nout: optjob.h5\nfamily: nig\nwindows: {length: 600, step: 600, count: 3}\nquiet: true\n"
+        "optimize: {measure: es, alpha: 0.975, type: min-risk, long_only: true}\n")
+    cli.run("run", "optjob.yaml")
+    r = ghfit.read(str(work / "optjob.h5"))
+    for f in r.fits.values():
+        o = f.optimize
+        assert o is not None and o.attrs["measure"] == "es" and o.get("converged") == 1
+        w = np.asarray(o.get("weights"))
+        assert w.shape == (3,) and abs(w.sum() - 1) < 1e-12 and (w >= 0).all()
+    bt = r.groups["backtest"].groups
+    (chain, g), = bt.items()
+    og = g.groups["optimize"]
+    assert og.attrs["n"] == 1200 and np.asarray(og.get("returns")).shape == (1200, 3)
+    out = build(work, "optjob", [work / "optjob.h5"])
+    text, t = parse(out)
+    check_self_contained(text, t)
+    assert "Optimize backtest: " + chain in text
