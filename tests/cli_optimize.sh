@@ -84,6 +84,10 @@ assert (e > v).all() and (f["converged"][()] == 1).all() and f["status"][5] == 0
 print("ok   frontier: returns increasing, ES non-decreasing, ES > VaR, the top the LP's vertex")
 PY
 
+# ghfit check optimize: a valid call says ok and creates nothing
+"$G" check optimize --model nig.h5 --measure es --bounds b.h5:/B --out chk.h5 >chk.txt 2>&1 && grep -q "ghfit check: ok: .ghfit optimize. would optimize" chk.txt \
+  && ! ls chk.h5* >/dev/null 2>&1 && echo "ok   check optimize: ok, nothing created" || { echo "FAIL: check optimize"; cat chk.txt; fail=1; }
+
 # expect PATTERN -- optimize args...: refused by the run on 2 ranks (tests/lib.sh) and by check with the same line
 expect() {
   refused optimize "$@"
