@@ -15,6 +15,7 @@
 #define OPT_KKT_TOL 1e-6   /* converged: the first-order residual at most this */
 #define OPT_POLISH 4       /* SLSQP runs from the last point while the residual is above OPT_POLISH_TOL */
 #define OPT_POLISH_TOL 1e-11
+#define OPT_RESTART_TOL 1e-7 /* SLSQP is restarted while the residual is above this */
 #define OPT_OOM (-100)     /* slsqp_runs: out of memory (not an NLopt code) */
 #define OPT_WS_MIN 200     /* above this many assets with finite lower bounds: a working set */
 #define OPT_WS_START 100
@@ -524,7 +525,7 @@ done:
 
 /* SLSQP on the coordinates idx [n] of w (in/out; the others held), with
  * restarts while the first-order residual of the full problem is above
- * OPT_POLISH_TOL.  NLopt's code; OPT_OOM out of memory. */
+ * OPT_RESTART_TOL.  NLopt's code; OPT_OOM out of memory. */
 static int slsqp_runs(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_opt_spec *sp, double *w, const int *idx,
                       int n, opt_ctx *C, tgt_ctx *T, double *kkt, int *n_active)
 {
@@ -578,7 +579,8 @@ static int slsqp_runs(const ghf_opt_law *law, const ghf_opt_cons *c, const ghf_o
         scatter(&P, x);
         if (code == NLOPT_ROUNDOFF_LIMITED) code = NLOPT_SUCCESS; /* judged by the residual */
         *kkt = ghf_opt_kkt(law, c, sp, w, n_active);
-        if (*kkt <= OPT_POLISH_TOL && feasible_w(law, c, sp, w)) break;
+        /* near sqrt(eps) SLSQP's line search stalls: the Newton polish (run_one) takes it from there */
+        if (*kkt <= OPT_RESTART_TOL && feasible_w(law, c, sp, w)) break;
     }
     free(x), free(gf);
     return code;
