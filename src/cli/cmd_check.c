@@ -170,7 +170,7 @@ static int step_files(check *c)
          file[0] && !ghf_same_file(file, j->data_file) ? ", held in " : "",
          file[0] && !ghf_same_file(file, j->data_file) ? file : "");
     ghf__check_output_line(j->out);
-    if (c->mode == GHF_PIPE_RUN && ghf_postfit_wanted(j)) { /* the risk, eval and gof keys' files */
+    if (c->mode == GHF_PIPE_RUN && ghf_postfit_wanted(j)) { /* the risk, eval and gof keys' files, optimize's constraints */
         const int pst = ghf_postfit_check_local(j, c->d, c->err, sizeof c->err);
         if (pst) return pst;
         char keys[64] = "";
@@ -178,6 +178,7 @@ static int step_files(check *c)
         if (j->eval == GHF_JOB_EVAL_FILE) strcat(keys, ", eval");
         if (j->gof && j->gof_file) strcat(keys, ", gof");
         if (keys[0]) line("after fits", "the files of %s: readable, %d columns", keys + 2, c->d);
+        if (j->opt) line("after fits", "optimize: constraints feasible for %d assets", c->d);
     }
     return 0;
 }
