@@ -13,8 +13,8 @@
 #include "gig.h"
 
 #define OPT_KKT_TOL 1e-6   /* converged: the first-order residual at most this */
-#define OPT_POLISH 4       /* SLSQP runs from the last point while the residual is above OPT_POLISH_TOL */
-#define OPT_POLISH_TOL 1e-11
+#define OPT_POLISH 4       /* at most this many SLSQP runs, each from the last point (OPT_RESTART_TOL) */
+#define OPT_POLISH_TOL 1e-11 /* working set: a held asset joins when its residual is below -this */
 #define OPT_RESTART_TOL 1e-7 /* SLSQP is restarted while the residual is above this */
 #define OPT_OOM (-100)     /* slsqp_runs: out of memory (not an NLopt code) */
 #define OPT_WS_MIN 200     /* above this many assets with finite lower bounds: a working set */
