@@ -453,6 +453,36 @@ typedef struct ghf_risk_file {
 int ghf_h5_write_risk(const char *path, const ghf_risk_file *r, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------
+ * The file `ghfit optimize` writes (io/h5opt.c)
+ * ------------------------------------------------------------------------- */
+typedef struct ghf_opt_file {
+    const ghf_out_meta *meta;
+    const char *model_file, *fit_name, *family, *fit_status;
+    int64_t fit_n_obs;
+    double fit_loglik;
+    const char *data_file, *dataset;   /* the fit's data (NULL: not recorded) */
+    int64_t row_start, row_count;
+    int64_t n_points; int d;
+    const char *measure, *type, *constraints;
+    double alpha, budget, lo, hi, target, rf;
+    int has_target, has_rf, losses;
+    const double *weights;             /* [K][d] */
+    const double *ret, *risk, *sd, *var, *es, *status, *converged, *kkt; /* [K] */
+    const double *lower, *upper;       /* [d]: the bounds used (-inf/+inf: none) */
+    const char *note;
+} ghf_opt_file;
+/* Rank 0 only: built in memory, saved as a temporary file, renamed into
+ * place.  0, or 1 with a message (nothing left behind). */
+int ghf_h5_write_opt(const char *path, const ghf_opt_file *r, char *err, size_t errlen);
+/* 2 with a message when path is a ghfit file of another kind than an
+ * optimize file (content attribute), else 0 (serial). */
+int ghf_h5_opt_out_kind(const char *path, char *err, size_t errlen);
+/* The data identity of /fits/<fit> (attributes data_file, dataset,
+ * row_start, row_count): 0, or -1 when not recorded. */
+int ghf_h5_read_fit_data(const char *path, const char *fit, char *data_file, size_t dlen, char *dataset,
+                         size_t slen, int64_t *row_start, int64_t *row_count);
+
+/* ---------------------------------------------------------------------------
  * Small files of float64 arrays written by rank 0 (io/h5gof.c; `ghfit gof`).
  * ------------------------------------------------------------------------- */
 typedef struct ghf_h5_array {

@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config git
       libhdf5-openmpi-dev hdf5-tools
       libopenblas-dev liblapacke-dev
       libyaml-dev zlib1g-dev
-      libgsl-dev
+      libgsl-dev libnlopt-dev
       python3 python3-venv python3-h5py python3-numpy)
 # the cluster tools the tests use: a one-node Slurm and a module system (the
 # install test loads the generated modulefile)

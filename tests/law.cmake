@@ -27,3 +27,11 @@ set_tests_properties(cli_gofdist PROPERTIES LABELS "cli;law;mpi;sanitize" TIMEOU
 add_test(NAME cli_gofboot COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_gofboot.sh $<TARGET_FILE:ghfit>
          ${CMAKE_BINARY_DIR}/work/cli_gofboot)
 set_tests_properties(cli_gofboot PROPERTIES LABELS "cli;law;mpi" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+# ghfit optimize's core (src/law/portopt.c): gradients of sd/VaR/ES against finite differences, KKT and
+# random feasible portfolios for every family at d = 3 and 10, the Gaussian closed forms, frontiers
+ghf_unit_test(NAME test_portopt SOURCES tests/test_portopt.c LABELS law TIMEOUT 300)
+# ghfit optimize: 1-3 ranks give the same bits, the file's layout, the constraints held, bad input on 2 ranks
+# (and ghfit check optimize with the same line)
+add_test(NAME cli_optimize COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_optimize.sh $<TARGET_FILE:ghfit>
+         ${CMAKE_BINARY_DIR}/work/cli_optimize)
+set_tests_properties(cli_optimize PROPERTIES LABELS "cli;law;mpi" TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")

@@ -10,9 +10,11 @@
 
 from .law import FAMILIES, Law, gig_moment, log_kv, log_zsub
 from .lrt import LRTest, lr_tests
-from .results import Fit, Group, LazyDataset, Profile, Result, ResultError, read, read_matrix
+from .results import (Fit, Group, LazyDataset, Optimization, Profile, Result, ResultError, read, read_matrix,
+                      read_optimize)
 
 __version__ = "0.1.0"
 
 __all__ = ["FAMILIES", "Law", "gig_moment", "log_kv", "log_zsub", "LRTest", "lr_tests", "Fit", "Group",
-           "LazyDataset", "Profile", "Result", "ResultError", "read", "read_matrix", "__version__"]
+           "LazyDataset", "Optimization", "Profile", "Result", "ResultError", "read", "read_matrix", "read_optimize",
+           "__version__"]

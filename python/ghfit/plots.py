@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import io
 import math
+import os
 
 import matplotlib
 
@@ -401,4 +402,78 @@ def var_backtest(chain, fits, alphas, var, exc, n_next):
         cap += (" Right: how many rows of the next window had a loss above the forecast VaR (dots) and the "
                 "count expected if the forecast is right, (1 - alpha) times the rows of that window (lines); "
                 "dots persistently above the line mean the fitted tails are too light.")
+    return _png(fig), cap
+
+
+# ------------------------------------------------------- portfolio optimisation
+@_styled
+def frontier(opts):
+    """The efficient frontier(s) of `ghfit optimize` files: expected return
+    against sd, VaR and ES of the same portfolios (one panel), and the weights
+    of the chosen portfolio (the minimum-risk one) of the first file; with a
+    frontier, also the weights along it."""
+    o0 = opts[0]
+    stacked = len(o0) > 1
+    fig, axes = _fig(13.0 if stacked else 9.0, 3.6, 1, 3 if stacked else 2)
+    ax = axes[0, 0]
+    styles = {"sd": "-", "var": "--", "es": "-."}
+    for i, o in enumerate(opts):
+        tag = f"{o.measure}-optimal" + (f" ({os.path.basename(o.path)})" if len(opts) > 1 else "")
+        for m in ("sd", "var", "es"):
+            x = getattr(o, m)
+            if not np.any(np.isfinite(x)):
+                continue
+            lw = 1.6 if m == o.measure else 0.8
+            ax.plot(x, o.expected_return, styles[m], marker="o" if len(o) == 1 else None, ms=4, lw=lw,
+                    color=f"C{i}", label=f"{m.upper() if m != 'sd' else 'sd'} of {tag}")
+        c = o.chosen
+        ax.plot([o.risk[c]], [o.expected_return[c]], "*", ms=10, color=f"C{i}")
+    ax.set_xlabel("risk of the loss (sd, VaR, ES at alpha)")
+    ax.set_ylabel("expected return")
+    ax.set_title("Efficient frontier" + ("s" if len(opts) > 1 else ""))
+    ax.legend()
+    ax2 = axes[0, 1]
+    w = o0.weights[o0.chosen]
+    d = w.size
+    idx = np.arange(d)
+    ax2.bar(idx, w, color="C0")
+    ax2.set_xlabel("asset")
+    ax2.set_ylabel("weight")
+    ax2.set_title(f"Weights of the chosen portfolio ({o0.measure}, {o0.type})")
+    if d <= 20:
+        ax2.set_xticks(idx)
+    if stacked:
+        ax3 = axes[0, 2]
+        r = o0.expected_return
+        pos = np.clip(o0.weights, 0, None)
+        neg = np.clip(o0.weights, None, 0)
+        ax3.stackplot(r, pos.T, lw=0)
+        if np.any(neg < 0):
+            ax3.stackplot(r, neg.T, lw=0)
+        ax3.set_xlabel("expected return")
+        ax3.set_ylabel("weights (stacked)")
+        ax3.set_title("Weights along the frontier")
+    cap = ("Left: expected return against risk for the portfolios of each optimize file; every point is "
+           "measured three ways (sd, VaR and ES at the file's alpha, all of the loss); the thick line is the "
+           "measure that was minimised, the star the chosen portfolio (the single one, or the frontier's "
+           "minimum-risk point). Middle: the weights of the chosen portfolio of the first file.")
+    if stacked:
+        cap += " Right: how the weights change along the frontier (positive weights stacked up, negative down)."
+    return _png(fig), cap
+
+
+@_styled
+def optimize_backtest(chain, returns, names):
+    """Cumulative realised returns of the strategies of a chain's optimize backtest."""
+    fig, axes = _fig(9.0, 3.2)
+    ax = axes[0, 0]
+    for k, n in enumerate(names):
+        ax.plot(np.cumsum(returns[:, k]), lw=0.9, label=n)
+    ax.set_xlabel("row after the windows (out of sample)")
+    ax.set_ylabel("cumulative return")
+    ax.set_title(f"Optimize backtest: {chain}")
+    ax.legend()
+    cap = (f"Chain {chain}: the sum of the realised returns of each strategy over the rows the next refit adds, "
+           "each window's portfolio held until the next refit: the optimal portfolio under each window's fit, "
+           "equal weights, and the Gaussian minimum-variance portfolio of each window's rows.")
     return _png(fig), cap

@@ -136,6 +136,7 @@ class Report:
                  f"<h1>{esc(title)}</h1>", self.files_part(), self.summary_part(), self.lrt_part()]
         for r in self.results:
             parts.append(self.sweep_part(r))
+        parts.append(self.optimize_part())
         parts.append(self.fits_part())
         parts.append(f'<p class="note">Written by ghfit-report {esc(__version__)} on '
                      f'{esc(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))}.</p></body></html>')
@@ -246,6 +247,35 @@ class Report:
             rk = risk_series(fits)
             if rk is not None:
                 out.append(figure(plots.var_backtest(chain, fits, *rk), f"VaR forecasts and exceedances across windows: {chain}"))
+        bt = r.groups.get("backtest")
+        for chain, g in (bt.groups.items() if bt is not None else []):
+            og = g.groups.get("optimize")
+            ret = og.datasets.get("returns") if og is not None else None
+            if ret is None:
+                continue
+            ret = ret.read() if isinstance(ret, LazyDataset) else np.asarray(ret)
+            if ret.ndim == 2 and ret.shape[0] > 0:
+                names = [s.strip() for s in str(og.attrs.get("strategies", "")).split(",")]
+                out.append(figure(plots.optimize_backtest(chain, ret, names), f"Optimize backtest: {chain}"))
+        return "\n".join(out)
+
+    # ------------------------------------------------------- optimisation
+    def optimize_part(self):
+        opts = getattr(self.opts, "optimize_files", None) or []
+        if not opts:
+            return ""
+        out = ["<h2>Portfolio optimisation</h2>"]
+        rows = []
+        for o in opts:
+            c = o.chosen
+            rows.append([o.path, o.fit, o.measure, fmt(o.alpha), o.type, str(len(o)), fmt(o.expected_return[c], 8),
+                         fmt(o.risk[c], 8), f"{int(np.nansum(o.converged))}/{len(o)}",
+                         str(o.attrs.get("constraints", ""))])
+        out.append(table("optimize", ["file", "fit", "measure", "alpha", "type", "points", "return (chosen)",
+                                      "risk (chosen)", "converged", "constraints"], rows,
+                         "One row per ghfit optimize file (--optimize). The chosen portfolio is the single one, or "
+                         "a frontier's minimum-risk point.", left={0, 1, 2, 4, 9}, wrap={0, 9}))
+        out.append(figure(plots.frontier(opts), "Efficient frontier and weights"))
         return "\n".join(out)
 
     # ------------------------------------------------------------ per fit

@@ -21,7 +21,7 @@ import numpy as np
 from . import __version__
 from .data import DataError, DataSet
 from .errors import ReportError
-from .results import ResultError, read
+from .results import ResultError, read, read_optimize
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +49,8 @@ def _parser():
                    help="draw a section for this fit (repeatable; default: see --max-fits)")
     p.add_argument("--max-fits", type=int, default=12, metavar="K",
                    help="at most K per-fit sections when --fit is not given (default 12)")
+    p.add_argument("--optimize", action="append", default=[], metavar="OPT.h5",
+                   help="a file of ghfit optimize: its efficient frontier and weights (repeatable)")
     p.add_argument("--title", default=None, help="the report's title")
     p.add_argument("--version", action="version", version=f"ghfit-report {__version__}")
     return p
@@ -117,6 +119,13 @@ def _load(opts):
                         raise ReportError(f"--data {opts.data}:{dataset} has {data.n} rows but the fit "
                                           f"/fits/{f.name} in {r.path} used rows {s}..{end - 1} "
                                           "(--all-rows compares with all rows)")
+    opt = []
+    for p in opts.optimize:
+        try:
+            opt.append(read_optimize(p))
+        except ResultError as e:
+            raise ReportError(f"--optimize {e}") from None
+    opts.optimize_files = opt
     return results, data
 
 
@@ -129,7 +138,7 @@ def run(argv=None) -> int:
     for p in opts.results:
         if not os.path.exists(p):
             raise ReportError(f"{p}: no such file")
-    path, fd, tmp = _check_out(opts.out, list(opts.results) + ([opts.data] if opts.data else []))
+    path, fd, tmp = _check_out(opts.out, list(opts.results) + ([opts.data] if opts.data else []) + list(opts.optimize))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             results, data = _load(opts)

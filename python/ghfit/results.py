@@ -173,6 +173,11 @@ class Fit:
     def gof(self) -> Group | None:
         return self.group("gof")
 
+    @property
+    def optimize(self) -> Group | None:
+        """The job key optimize's portfolio under this fit (weights, risk, ...)."""
+        return self.group("optimize")
+
     # ------------------------------------------------------------ attributes
     def _a(self, key, default=None):
         return self.attrs.get(key, default)
@@ -514,6 +519,74 @@ def read(path: str) -> Result:
                   summary=summary, groups=other)
 
 
+@dataclass
+class Optimization:
+    """A file of `ghfit optimize` (docs/output-schema.md, section 6): K
+    portfolios (one, or a frontier by increasing expected return)."""
+
+    path: str
+    attrs: dict
+    weights: np.ndarray          # [K, d]
+    expected_return: np.ndarray  # [K]
+    risk: np.ndarray             # [K]: the measure optimised
+    sd: np.ndarray
+    var: np.ndarray
+    es: np.ndarray
+    status: np.ndarray
+    converged: np.ndarray
+    kkt: np.ndarray
+    lower: np.ndarray            # [d]
+    upper: np.ndarray
+
+    @property
+    def measure(self) -> str:
+        return self.attrs.get("measure", "")
+
+    @property
+    def alpha(self) -> float:
+        return float(self.attrs.get("alpha", math.nan))
+
+    @property
+    def type(self) -> str:
+        return self.attrs.get("type", "")
+
+    @property
+    def fit(self) -> str:
+        return self.attrs.get("fit", "")
+
+    @property
+    def chosen(self) -> int:
+        """The index of the chosen portfolio: the single one, or a frontier's
+        minimum-risk point (its first)."""
+        return 0
+
+    def __len__(self):
+        return int(self.weights.shape[0])
+
+
+OPT_DATASETS = ("weights", "expected_return", "risk", "sd", "var", "es", "status", "converged", "kkt", "lower", "upper")
+
+
+def read_optimize(path: str) -> Optimization:
+    """Read a file of `ghfit optimize`.  Raises ResultError (one line) for a
+    file that is missing, not HDF5, or not an optimize file."""
+    if not os.path.exists(path):
+        raise ResultError(f"{path}: no such file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ResultError(open_error(path, e)) from None
+    with f:
+        attrs = _attrs(f)
+        if attrs.get("content") != "optimize":
+            raise ResultError(f"{path}: not a ghfit optimize file (content: {attrs.get('content')!r})")
+        miss = [k for k in OPT_DATASETS if k not in f]
+        if miss:
+            raise ResultError(f"{path}: an optimize file without /{miss[0]}")
+        v = {k: np.asarray(f[k][()], dtype=float) for k in OPT_DATASETS}
+    return Optimization(path=path, attrs=attrs, **v)
+
+
 def read_matrix(path: str, dataset: str = "/X"):
     """An input matrix (ghfit generate / the fitted data) as an h5py-free
     numpy array [N, d] (all rows)."""
@@ -521,4 +594,5 @@ def read_matrix(path: str, dataset: str = "/X"):
         return np.asarray(f[dataset][()], dtype=float)
 
 
-__all__ = ["read", "read_matrix", "Result", "Fit", "Profile", "Group", "LazyDataset", "ResultError"]
+__all__ = ["read", "read_matrix", "read_optimize", "Optimization", "Result", "Fit", "Profile", "Group", "LazyDataset",
+           "ResultError"]

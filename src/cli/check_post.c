@@ -1,4 +1,4 @@
-/* check_post.c - `ghfit check eval|gof|sample|risk ARGS`: what those
+/* check_post.c - `ghfit check eval|gof|sample|risk|optimize ARGS`: what those
  * commands check before they start, in one process without MPI and in their
  * order, with their own functions and messages: the options (the command's
  * parser), the fit of --model, the data (shape, type, the fit's dimension, a
@@ -201,6 +201,7 @@ int ghf__check_post(int argc, char **argv, int n_ranks, double t0)
     int st = !strcmp(cmd, "eval")     ? check_eval(p, argc, argv)
              : !strcmp(cmd, "sample") ? check_sample(p, argc, argv)
              : !strcmp(cmd, "gof")    ? check_gof(p, argc, argv)
+             : !strcmp(cmd, "optimize") ? ghf_optimize_check(argc, argv, p->ok, sizeof p->ok, p->err, sizeof p->err)
                                       : check_risk(p, argc, argv);
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -6,7 +6,7 @@
  * checkpoint (nothing is created, no lock is taken), the fits a sweep
  * expands to, the groups, the backends and the memory per rank.  The checks
  * are the run's own functions, in the run's order, with its messages.
- * `ghfit check eval|gof|sample|risk` is check_post.c; this file holds the
+ * `ghfit check eval|gof|sample|risk|optimize` is check_post.c; this file holds the
  * report's lines and sample checks that both share. */
 #include <math.h>
 #include <stdarg.h>
@@ -46,7 +46,7 @@ void ghf__check_usage(FILE *f)
     fprintf(f,
             "usage: ghfit check [--ranks P] fit ARGS...        (the arguments of ghfit fit)\n"
             "       ghfit check [--ranks P] run JOB.yaml [overrides]\n"
-            "       ghfit check eval|gof|sample|risk ARGS...   (the arguments of that command)\n"
+            "       ghfit check eval|gof|sample|risk|optimize ARGS...   (the arguments of that command)\n"
             "  Checks, in seconds and without fitting, what the same `ghfit fit|run` would check\n"
             "  before it fits, and more: the options and the job file; the data set, its shape and\n"
             "  type, and a sample of its rows (all of a window of at most %d rows, else 512 rows in\n"
@@ -59,7 +59,9 @@ void ghf__check_usage(FILE *f)
             "  For eval, gof, sample and risk: the options; the fit of --model (the file, a ghfit\n"
             "  result, the fit named or the only one, a usable law); --data (shape, type, the fit's\n"
             "  dimension, a sample of rows as above) or risk's --portfolios; the output; without\n"
-            "  scoring, drawing or computing anything.\n"
+            "  scoring, drawing or computing anything.  For optimize: its options, the fit (a usable\n"
+            "  law whose moments the measure needs), the constraints (feasible; a target return\n"
+            "  attainable), a --bounds dataset's shape, the output; without optimising.\n"
             "  --ranks P   the ranks the run will use (default: $SLURM_NTASKS, else 1)\n"
             "exit status: 0 the run would start (warnings on stderr), 2 it would not\n"
             "(one 'ghfit: error:' line, as the run would print it).\n",
@@ -168,7 +170,7 @@ static int step_files(check *c)
          file[0] && !ghf_same_file(file, j->data_file) ? ", held in " : "",
          file[0] && !ghf_same_file(file, j->data_file) ? file : "");
     ghf__check_output_line(j->out);
-    if (c->mode == GHF_PIPE_RUN && ghf_postfit_wanted(j)) { /* the risk, eval and gof keys' files */
+    if (c->mode == GHF_PIPE_RUN && ghf_postfit_wanted(j)) { /* the risk, eval and gof keys' files, optimize's constraints */
         const int pst = ghf_postfit_check_local(j, c->d, c->err, sizeof c->err);
         if (pst) return pst;
         char keys[64] = "";
@@ -176,6 +178,7 @@ static int step_files(check *c)
         if (j->eval == GHF_JOB_EVAL_FILE) strcat(keys, ", eval");
         if (j->gof && j->gof_file) strcat(keys, ", gof");
         if (keys[0]) line("after fits", "the files of %s: readable, %d columns", keys + 2, c->d);
+        if (j->opt) line("after fits", "optimize: constraints feasible for %d assets", c->d);
     }
     return 0;
 }
@@ -341,12 +344,13 @@ static void step_memory(check *c)
          span > 0 ? bytes(span, e, sizeof e) : "", span > 0 ? ")" : "");
 }
 
-#define CHECK_CMDS "fit|run|eval|gof|sample|risk"
+#define CHECK_CMDS "fit|run|eval|gof|sample|risk|optimize"
 
 /* 1 if cmd is one of the commands that use a fit (postcmd.h) */
 static int post_command(const char *cmd)
 {
-    return !strcmp(cmd, "eval") || !strcmp(cmd, "gof") || !strcmp(cmd, "sample") || !strcmp(cmd, "risk");
+    return !strcmp(cmd, "eval") || !strcmp(cmd, "gof") || !strcmp(cmd, "sample") || !strcmp(cmd, "risk") ||
+           !strcmp(cmd, "optimize");
 }
 
 /* check's own options before the command; the index of the command, or -1 (help), or -2 (error). */
@@ -376,7 +380,7 @@ static int own_options(check *c, int argc, char **argv)
         c->ranks_from = "--ranks";
     }
     if (i >= argc || (strcmp(argv[i], "fit") && strcmp(argv[i], "run") && !post_command(argv[i]))) {
-        ghf_error0("check: expected fit, run, eval, gof, sample or risk%s%s (usage: ghfit check [--ranks P] "
+        ghf_error0("check: expected fit, run, eval, gof, sample, risk or optimize%s%s (usage: ghfit check [--ranks P] "
                    CHECK_CMDS " ARGS...)", i < argc ? ", not " : "", i < argc ? argv[i] : "");
         return -2;
     }

@@ -16,6 +16,7 @@ int ghf_cmd_eval(int argc, char **argv);    /* score a data set under a fit */
 int ghf_cmd_sample(int argc, char **argv);  /* draw from a fit */
 int ghf_cmd_risk(int argc, char **argv);    /* VaR and ES of portfolios under a fit */
 int ghf_cmd_gof(int argc, char **argv);     /* goodness of fit of a fit on a data set */
+int ghf_cmd_optimize(int argc, char **argv); /* minimum-risk portfolios and frontiers under a fit */
 int ghf_cmd_check(int argc, char **argv);   /* `ghfit check fit|run ...`: serial, without MPI */
 
 /* The job of `ghfit fit ARGS` and of `ghfit run JOB.yaml [overrides]`

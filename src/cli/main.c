@@ -24,12 +24,14 @@ static void usage(FILE *f)
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
             "  ghfit check [--ranks P] fit|run ARGS...          what fit or run would refuse, in seconds, fitting nothing\n"
-            "  ghfit check eval|gof|sample|risk ARGS...         what that command would refuse, in seconds\n"
+            "  ghfit check eval|gof|sample|risk|optimize ARGS... what that command would refuse, in seconds\n"
             "  ghfit summary RESULT.h5... [--sort aic|bic|loglik|name] [--lrt]   likelihood-ratio tests\n"
             "  mpirun -np P ghfit eval --model RESULT.h5[:/fits/NAME] --data X.h5 [--dataset /X] --out SCORES.h5\n"
             "  mpirun -np P ghfit sample --model RESULT.h5[:/fits/NAME] --n N --seed S --out X.h5 [--dataset /X]\n"
             "  [mpirun -np P] ghfit risk --model RESULT.h5[:/fits/NAME] --portfolios W.h5[:/W] --alpha A[,A...] --out RISK.h5\n"
             "  [mpirun -np P] ghfit gof --model RESULT.h5[:/fits/NAME] --data X.h5 [--dataset /X] --out GOF.h5 [--qq Q]\n"
+            "  ghfit optimize --model RESULT.h5[:/fits/NAME] --measure sd|var|es --out OPT.h5 [--alpha A]\n"
+            "                 [--type min-risk|target-return|tangency|frontier] [--long-only] [--bounds LO,HI] ...\n"
             "  ghfit --help | --version\n"
             "\n"
             "fit defaults: --tol %g (relative change of the log-likelihood AND of every parameter, p, a, b\n"
@@ -98,8 +100,9 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "sample") == 0) rc = ghf_cmd_sample(argc - 1, argv + 1);
     else if (strcmp(cmd, "risk") == 0) rc = ghf_cmd_risk(argc - 1, argv + 1);
     else if (strcmp(cmd, "gof") == 0) rc = ghf_cmd_gof(argc - 1, argv + 1);
+    else if (strcmp(cmd, "optimize") == 0) rc = ghf_cmd_optimize(argc - 1, argv + 1);
     else {
-        ghf_error0("unknown command '%s' (expected generate, fit, run, check, summary, eval, sample, risk or gof; see ghfit --help)", cmd);
+        ghf_error0("unknown command '%s' (expected generate, fit, run, check, summary, eval, sample, risk, gof or optimize; see ghfit --help)", cmd);
         rc = GHF_EXIT_USAGE;
     }
     /* Every command returns the same status on every rank (errors are agreed

@@ -84,6 +84,13 @@ int ghf_risk_check(ghf_risk_opts *o, ghf_risk_model *md, int dry, char *err, siz
  * reader's, which suggests --drop-nonfinite): risk's own, in place. */
 void ghf_risk_nonfinite_msg(char *err, size_t errlen);
 
+/* `ghfit check optimize ARGS` (cmd_optimize.c): its parser and every check of
+ * its rank 0 before it optimises (a --bounds dataset: its shape only), in
+ * one process without MPI, creating nothing.  0 with what it would do in ok,
+ * -1 for --help, or an exit status with one message in err (empty when the
+ * parser printed it). */
+int ghf_optimize_check(int argc, char **argv, char *ok, size_t oklen, char *err, size_t errlen);
+
 /* `ghfit check eval|sample|gof|risk ARGS` (cmd_check.c dispatches):
  * argv[0] is the command.  The exit status. */
 int ghf__check_post(int argc, char **argv, int n_ranks, double t0);

@@ -38,6 +38,10 @@ void ghf_job_defaults(ghf_job *j)
     j->slice_n = 1;
     j->gof_qq = 200;
     j->gof_seed = 1;
+    j->opt_alpha = 0.975;
+    j->opt_budget = 1.0;
+    j->opt_lo = -INFINITY;
+    j->opt_hi = INFINITY;
 }
 
 void ghf_job_free(ghf_job *j)
@@ -356,6 +360,70 @@ static int parse_gof(pctx *c, yaml_node_t *v, ghf_job *j)
     return walk_map(c, "gof", v, gk, gof_pair, j);
 }
 
+static int get_f64(pctx *c, const char *key, const yaml_node_t *n, double *out)
+{
+    if (n->type != YAML_SCALAR_NODE || ghf_parse_double(scalar(n), out) != 0 || !isfinite(*out))
+        return perr(c, n, "%s: '%s' is not a finite number", key, n->type == YAML_SCALAR_NODE ? scalar(n) : "(not a scalar)");
+    return 0;
+}
+
+static int opt_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, void *ud)
+{
+    (void)kn;
+    ghf_job *j = ud;
+    if (!strcmp(key, "measure")) {
+        static const char *const m[3] = {"sd", "var", "es"};
+        for (int i = 0; i < 3; i++)
+            if (v->type == YAML_SCALAR_NODE && !strcmp(scalar(v), m[i])) return j->opt_measure = i, 0;
+        return perr(c, v, "optimize.measure: expected sd, var or es");
+    }
+    if (!strcmp(key, "type")) {
+        static const char *const t[3] = {"min-risk", "target-return", "tangency"};
+        for (int i = 0; i < 3; i++)
+            if (v->type == YAML_SCALAR_NODE && !strcmp(scalar(v), t[i])) return j->opt_type = i, 0;
+        return perr(c, v, "optimize.type: expected min-risk, target-return or tangency");
+    }
+    if (!strcmp(key, "alpha")) {
+        if (get_f64(c, "optimize.alpha", v, &j->opt_alpha)) return 2;
+        return j->opt_alpha > 0.0 && j->opt_alpha < 1.0 ? 0 : perr(c, v, "optimize.alpha: '%s' is not a level in (0, 1)", scalar(v));
+    }
+    if (!strcmp(key, "budget")) {
+        if (get_f64(c, "optimize.budget", v, &j->opt_budget)) return 2;
+        return j->opt_budget != 0.0 ? 0 : perr(c, v, "optimize.budget: must not be 0");
+    }
+    if (!strcmp(key, "long_only")) return get_bool(c, "optimize.long_only", v, &j->opt_long_only);
+    if (!strcmp(key, "losses")) return get_bool(c, "optimize.losses", v, &j->opt_losses);
+    if (!strcmp(key, "risk_free")) return get_f64(c, "optimize.risk_free", v, &j->opt_rf);
+    if (!strcmp(key, "target_return")) {
+        j->opt_has_target = 1;
+        return get_f64(c, "optimize.target_return", v, &j->opt_target);
+    }
+    /* bounds: [LO, HI] */
+    yaml_node_t *it[GHF_JOB_MAX_AXIS];
+    int n = 0;
+    if (axis_items(c, "optimize.bounds", v, it, &n)) return 2;
+    if (n != 2 || get_f64(c, "optimize.bounds", it[0], &j->opt_lo) || get_f64(c, "optimize.bounds", it[1], &j->opt_hi) ||
+        !(j->opt_lo <= j->opt_hi))
+        return perr(c, v, "optimize.bounds: expected [LO, HI] with LO <= HI");
+    return 0;
+}
+
+/* optimize: {measure: es, alpha: 0.975, type: min-risk, long_only: true, bounds: [LO, HI], budget: S,
+ * target_return: R, risk_free: RF, losses: false} */
+static int parse_opt(pctx *c, yaml_node_t *v, ghf_job *j)
+{
+    static const char *const ok[] = {"measure", "alpha", "type", "long_only", "bounds", "budget", "target_return",
+                                     "risk_free", "losses", NULL};
+    j->opt = 1;
+    j->opt_measure = -1;
+    if (walk_map(c, "optimize", v, ok, opt_pair, j)) return 2;
+    if (j->opt_measure < 0) return perr(c, v, "optimize: 'measure' (sd, var or es) is required");
+    if (j->opt_type == 1 && !j->opt_has_target) return perr(c, v, "optimize: type target-return needs target_return");
+    if (j->opt_long_only && j->opt_lo < 0.0) j->opt_lo = 0.0;
+    if (!(j->opt_lo <= j->opt_hi)) return perr(c, v, "optimize: long_only with bounds [LO, HI], HI < 0, leaves no portfolio");
+    return 0;
+}
+
 /* risk: {portfolios: W.h5[:/W], alpha: [..]}; eval: next | FILE[:/DATASET] */
 static int parse_post(pctx *c, const char *key, yaml_node_t *v, ghf_job *j)
 {
@@ -433,6 +501,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     }
     if (!strcmp(key, "risk") || !strcmp(key, "eval")) return parse_post(c, key, v, j);
     if (!strcmp(key, "gof")) return parse_gof(c, v, j);
+    if (!strcmp(key, "optimize")) return parse_opt(c, v, j);
     if (!strcmp(key, "se")) {
         if (v->type != YAML_SCALAR_NODE || ghf_job_se_parse(scalar(v), &j->se) != 0)
             return perr(c, v, "se: expected true, false, full or subset");
@@ -529,7 +598,8 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
         static const char *const top[] = {"name", "data", "out", "family", "symmetric", "p", "tol", "seed", "windows",
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
-                                          "slice", "se", "risk", "eval", "gof", "weights", "halflife", "missing", NULL};
+                                          "slice", "se", "risk", "eval", "gof", "optimize", "weights", "halflife", "missing",
+                                          NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -766,6 +836,16 @@ char *ghf_job_config_text(const ghf_job *j)
             sb_printf(&b, ", data: ");
             sb_quoted(&b, t);
         }
+        sb_printf(&b, "}\n");
+    }
+    if (j->opt) {
+        static const char *const m[3] = {"sd", "var", "es"}, *const t[3] = {"min-risk", "target-return", "tangency"};
+        sb_printf(&b, "optimize: {measure: %s, alpha: %.17g, type: %s, long_only: %s, budget: %.17g, losses: %s",
+                  m[j->opt_measure], j->opt_alpha, t[j->opt_type], j->opt_long_only ? "true" : "false", j->opt_budget,
+                  j->opt_losses ? "true" : "false");
+        if (isfinite(j->opt_lo) || isfinite(j->opt_hi)) sb_printf(&b, ", bounds: [%.17g, %.17g]", j->opt_lo, j->opt_hi);
+        if (j->opt_has_target) sb_printf(&b, ", target_return: %.17g", j->opt_target);
+        if (j->opt_type == 2) sb_printf(&b, ", risk_free: %.17g", j->opt_rf);
         sb_printf(&b, "}\n");
     }
     sb_printf(&b, "rows_per_rank: %lld\n", (long long)j->rows_per_rank);

@@ -83,6 +83,13 @@ typedef struct ghf_job {
     char *gof_file, *gof_dataset;
     int gof_bootstrap, gof_qq;
     int64_t gof_seed;
+    /* `optimize` (docs/job-files.md; src/law/portopt.h, src/pipeline/postfit.c):
+     * opt = 1: the optimal portfolio of every fit; opt_measure 0 sd, 1 var,
+     * 2 es; opt_type 0 min-risk, 1 target-return, 2 tangency (the values of
+     * portopt.h's GHF_OPT_*); bounds opt_lo..opt_hi (-inf/+inf: none; long_only
+     * raises opt_lo to 0); opt_losses: the data are losses */
+    int opt, opt_measure, opt_type, opt_long_only, opt_losses, opt_has_target;
+    double opt_alpha, opt_budget, opt_lo, opt_hi, opt_target, opt_rf;
     /* `ghfit fit`: a job of one fit, named fit_name (NULL for job files) */
     char *fit_name;
 } ghf_job;

@@ -245,7 +245,7 @@ int ghf_uni_mix_init(ghf_uni_mix *mx, int gauss, double p, double a, double b)
 /* ---------------------------------------------------------------------------
  * The integrals for the standardised U = beta Y + sqrt(Y) Z.
  * -------------------------------------------------------------------------*/
-enum { UNI_SF = 0, UNI_ME = 1 };
+enum { UNI_SF = 0, UNI_ME = 1, UNI_YSF = 2 };
 
 typedef struct uni_arg {
     const ghf_uni_mix *mx;
@@ -265,6 +265,7 @@ static double uni_integrand(double v, void *par)
     w = mx->sy * eh; /* sqrt(y) */
     z = (A->u != 0.0 ? A->u / w : 0.0) - (A->beta != 0.0 ? A->beta * w : 0.0);
     if (A->what == UNI_SF) return exp(lg) * uni_phic(z);
+    if (A->what == UNI_YSF) return exp(lg) * w * w * uni_phic(z); /* y P(Z > z) */
     /* w psi(z), with w z = u - beta w^2 formed directly (as w -> 0, z -> -inf) */
     if (z < 8.0) {
         const double wphi = w * exp(-0.5 * z * z) * (1.0 / sqrt(2.0 * M_PI));
@@ -326,7 +327,7 @@ static int uni_breaks(const ghf_uni_mix *mx, double u, double beta, double lo, d
     return n;
 }
 
-/* P(U > u) (what = UNI_SF) or E[(U - u)^+] (UNI_ME): QAG on the range of the
+/* P(U > u) (what = UNI_SF), E[(U - u)^+] (UNI_ME) or E[Y 1{U > u}] (UNI_YSF): QAG on the range of the
  * subordinator, less where z >= UNI_ZCUT, split at uni_breaks.  The pieces
  * are positive, so their relative errors bound the sum's. */
 static int uni_integral(uni_work *W, const ghf_uni_mix *mx, double u, double beta, int what, double *res)
@@ -344,7 +345,7 @@ static int uni_integral(uni_work *W, const ghf_uni_mix *mx, double u, double bet
     F.function = uni_integrand;
     F.params = &A;
     W->nquad++;
-    if (what == UNI_ME && mx->A0 == 0.0 && mx->p >= -1.0) {
+    if (what != UNI_SF && mx->A0 == 0.0 && mx->p >= -1.0) {
         /* t face without a mean of Y (then beta < 0, else ES is infinite):
          * the right end where beta^2 y/2 >= 120 kills the integrand */
         hi = fmax(hi, log(240.0 / (beta * beta)) - mx->t0);
@@ -669,6 +670,55 @@ int ghf_uni_var_es(const ghf_uni_law *L, double alpha, double *var, double *es)
     uni_work_free(&W);
     *var = L->m + L->s * u;
     *es = isinf(e) ? e : L->m + L->s * e;
+    return st;
+}
+
+/* VaR and ES with their partial derivatives in (m, g, s) (uni1d.h).  With
+ * U = (L - m)/s = beta Y + sqrt(Y) Z, u = the standardised VaR and e the
+ * standardised ES, both are positively homogeneous of degree 1 in (m, g, s)
+ * (VaR = m + s q(g/s)), and for a continuous law the derivative of a quantile
+ * (of the tail mean) in a parameter of L is E[dL/dtheta | L = VaR] (E[dL/dtheta
+ * | L >= VaR]), dL/dm = 1, dL/dg = Y, dL/ds = sqrt(Y) Z:
+ *   dVaR = (1, E[Y | U = u], u - beta E[Y | U = u])
+ *   dES  = (1, E[Y | U >= u], e - beta E[Y | U >= u])
+ * The posterior of Y given U = u is GIG(p - 1/2, a + beta^2, b + u^2)
+ * (closed form); E[Y 1{U > u}] = int y Phic(z) is one more quadrature. */
+int ghf_uni_var_es_grad(const ghf_uni_law *L, double alpha, double *u_hint, double *var, double *es,
+                        double dvar[3], double des[3])
+{
+    double pt = NAN, u = NAN, e = NAN, beta, eyv = NAN, eyt = NAN;
+    const int k = uni_law_kind(L, &pt);
+    uni_work W;
+    int st;
+    *var = *es = NAN;
+    for (int i = 0; i < 3; i++) dvar[i] = des[i] = NAN;
+    if (k != 0 || !(alpha > 0.0 && alpha < 1.0)) return GHF_UNI_EDOM;
+    if (uni_work_init(&W)) return GHF_UNI_EACC;
+    beta = L->g / L->s;
+    {
+        const double u0 = u_hint && isfinite(*u_hint) ? *u_hint : uni_centre(L->mix, beta);
+        st = uni_var_es_std(&W, L->mix, beta, alpha, u0, &u, &e);
+    }
+    if (u_hint && isfinite(u)) *u_hint = u;
+    if (L->mix->gauss) {
+        eyv = eyt = 1.0;
+    } else if (st == GHF_UNI_OK) {
+        const ghf_uni_mix *mx = L->mix;
+        const ghf_gig_stats g = ghf__gig_eval(mx->p - 0.5, mx->a + beta * beta, mx->b + u * u, 0);
+        double ysf = NAN;
+        eyv = g.e_y;
+        st = uni_integral(&W, mx, u, beta, UNI_YSF, &ysf);
+        eyt = ysf / (1.0 - alpha);
+        if (!isfinite(eyv) || !isfinite(eyt)) st = GHF_UNI_EACC;
+    }
+    uni_work_free(&W);
+    *var = L->m + L->s * u;
+    *es = isinf(e) ? e : L->m + L->s * e;
+    dvar[0] = des[0] = 1.0;
+    dvar[1] = eyv;
+    dvar[2] = u - beta * eyv;
+    des[1] = eyt;
+    des[2] = e - beta * eyt;
     return st;
 }
 

@@ -82,6 +82,13 @@ int ghf_uni_isf(const ghf_uni_law *L, double q, double *out);
  * (VaR is still set). */
 int ghf_uni_var_es(const ghf_uni_law *L, double alpha, double *var, double *es);
 
+/* VaR and ES (as ghf_uni_var_es, s > 0) with their partial derivatives
+ * dvar[3], des[3] in (m, g, s) (uni1d.c; docs/math.md "Gradients of VaR and
+ * ES").  u_hint (may be NULL): in, a start for the standardised quantile
+ * (VaR - m)/s (NaN: none); out, that quantile (a start for a nearby law). */
+int ghf_uni_var_es_grad(const ghf_uni_law *L, double alpha, double *u_hint, double *var, double *es,
+                        double dvar[3], double des[3]);
+
 /* ---------------------------------------------------------------------------
  * Many combinations of one fit.  A plan holds the alphas and, when it is made
  * for at least 500 combinations (n_hint), per alpha a Chebyshev table of the

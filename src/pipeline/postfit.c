@@ -11,6 +11,7 @@
 #include "agree.h"
 #include "family.h"
 #include "gofboot.h"
+#include "portopt.h"
 #include "risk.h"
 #include "score.h"
 #include "uni1d.h"
@@ -18,7 +19,7 @@
 
 int ghf_postfit_wanted(const ghf_job *j)
 {
-    return j->risk_file != NULL || j->eval != GHF_JOB_EVAL_OFF || j->gof;
+    return j->risk_file != NULL || j->eval != GHF_JOB_EVAL_OFF || j->gof || j->opt;
 }
 
 /* rank 0: one file's shape against d */
@@ -53,6 +54,21 @@ int ghf_postfit_check_local(const ghf_job *j, int d, char *err, size_t errlen)
     }
     if (!st && j->eval == GHF_JOB_EVAL_FILE) st = check_one(j, "eval", j->eval_file, j->eval_dataset, d, &n, err, errlen);
     if (!st && j->gof && j->gof_file) st = check_one(j, "gof.data", j->gof_file, j->gof_dataset, d, &n, err, errlen);
+    if (!st && j->opt) { /* the constraints must hold a portfolio of d assets */
+        double *lo = malloc((size_t)d * sizeof(double)), *hi = malloc((size_t)d * sizeof(double));
+        char why[512];
+        if (!lo || !hi) {
+            snprintf(err, errlen, "out of memory");
+            st = GHF_EXIT_RUNTIME;
+        }
+        for (int i = 0; !st && i < d; i++) lo[i] = j->opt_lo, hi[i] = j->opt_hi;
+        const ghf_opt_cons cs = {j->opt_budget, lo, hi};
+        if (!st && ghf_opt_feasible(&cs, d, why, sizeof why)) {
+            snprintf(err, errlen, "%s: optimize: infeasible constraints: %s (d = %d assets)", j->source, why, d);
+            st = GHF_EXIT_USAGE;
+        }
+        free(lo), free(hi);
+    }
     return st;
 }
 
@@ -103,6 +119,13 @@ typedef struct post {
     int *exc;
     int64_t *n_next;
     int *has_risk;
+    /* optimize: per fit the optimal and the Gaussian minimum-variance weights
+     * [n][d] (ok flags [n]), and the realised returns of the three strategies
+     * (optimal, equal weight, min-variance) over the rows after the window
+     * [rn[i]][3] */
+    double *optW, *mvW, **rr;
+    int *opt_ok, *mv_ok;
+    int64_t *rn;
 } post;
 
 /* the fit's law as eval reads it; 0, or -1 when it has none (failed fit) */
@@ -290,6 +313,254 @@ static int fit_gof(post *q, const ghf_fit_spec *s, const ghf_fit_record *r, cons
     return st;
 }
 
+static void chain_name(const char *fit, char *out, size_t len);
+
+/* optimize: constraints of the job for d assets (lo, hi [d]) */
+static void opt_cons(const ghf_job *j, int d, double *lo, double *hi, ghf_opt_cons *cs)
+{
+    for (int i = 0; i < d; i++) lo[i] = j->opt_lo, hi[i] = j->opt_hi;
+    *cs = (ghf_opt_cons){j->opt_budget, lo, hi};
+}
+
+static const char *const OPT_MEAS[3] = {"sd", "var", "es"}, *const OPT_TYPE[3] = {"min-risk", "target-return", "tangency"};
+
+/* the Gaussian minimum-variance portfolio of rows (sample mean and
+ * covariance) under the job's constraints into w; 0, or -1 (no law) */
+static int gauss_minvar(const ghf_job *j, const ghf_shard *rows, int d, double *w)
+{
+    const int64_t n = rows->nrows;
+    if (n < 2) return -1;
+    double *mu = calloc((size_t)d, sizeof(double)), *S = calloc((size_t)d * d, sizeof(double));
+    double *z = calloc((size_t)d, sizeof(double)), *lo = malloc((size_t)d * sizeof(double));
+    double *hi = malloc((size_t)d * sizeof(double));
+    int rc = -1;
+    if (!mu || !S || !z || !lo || !hi) goto done;
+    for (int64_t t = 0; t < n; t++)
+        for (int c = 0; c < d; c++) mu[c] += rows->x[t * d + c];
+    for (int c = 0; c < d; c++) mu[c] /= (double)n;
+    for (int64_t t = 0; t < n; t++) {
+        const double *x = rows->x + t * d;
+        for (int a = 0; a < d; a++)
+            for (int b = 0; b <= a; b++) S[a * d + b] += (x[a] - mu[a]) * (x[b] - mu[b]);
+    }
+    for (int a = 0; a < d; a++)
+        for (int b = 0; b <= a; b++) S[b * d + a] = S[a * d + b] /= (double)(n - 1);
+    ghf_opt_law L = {.d = d, .gauss = 1, .mu = mu, .gamma = z, .disp = {ghf_opt_quad_dense, S}, .losses = j->opt_losses};
+    ghf_opt_cons cs;
+    opt_cons(j, d, lo, hi, &cs);
+    const ghf_opt_spec sp = {GHF_OPT_SD, GHF_OPT_MIN_RISK, j->opt_alpha, 0.0, 0.0};
+    ghf_opt_result res;
+    if (ghf_opt_law_init(&L) == 0 && ghf_opt_solve(&L, &cs, &sp, NULL, w, &res) == 0) rc = 0;
+done:
+    free(mu), free(S), free(z), free(lo), free(hi);
+    return rc;
+}
+
+/* optimize: the job's portfolio under fit i, under /fits/<name>/optimize;
+ * with windows also the Gaussian minimum-variance one of the window's rows */
+static int fit_opt(post *q, const ghf_fit_spec *s, int i, const ghf_fit_record *r, const ghf_fit_law *law,
+                   ghf_family fam, ghf_h5_writer *w, char *err, size_t errlen)
+{
+    const ghf_job *j = q->j;
+    const int d = q->d;
+    char obj[96], base[128], why[512] = "";
+    snprintf(obj, sizeof obj, "/fits/%s", r->name);
+    snprintf(base, sizeof base, "/fits/%s/optimize", r->name);
+    double *lo = malloc((size_t)d * sizeof(double)), *hi = malloc((size_t)d * sizeof(double));
+    if (!lo || !hi) {
+        free(lo), free(hi);
+        snprintf(err, errlen, "optimize: out of memory");
+        return 1;
+    }
+    ghf_opt_cons cs;
+    opt_cons(j, d, lo, hi, &cs);
+    ghf_opt_law L = {.d = d, .gauss = fam == GHF_FAMILY_GAUSS, .p = law->p, .a = law->a, .b = law->b, .mu = law->mu,
+                     .gamma = law->gamma, .disp = {ghf_opt_quad_dense, law->sigma}, .losses = j->opt_losses};
+    const char *lack = NULL;
+    if (ghf_opt_law_init(&L) != 0) snprintf(why, sizeof why, "the fit's law is outside its family's domain");
+    else if ((lack = ghf_opt_law_lacks(&L, j->opt_measure, 1)) != NULL) snprintf(why, sizeof why, "%s", lack);
+    else if (j->opt_type == GHF_OPT_TARGET) {
+        const double rmax = ghf_opt_max_return(&L, &cs, NULL);
+        if (j->opt_target > rmax)
+            snprintf(why, sizeof why, "target_return %g is above the highest attainable expected return %.10g", j->opt_target,
+                     rmax);
+    }
+    int st = 0;
+    double *wo = q->optW + (size_t)i * d;
+    if (why[0]) { /* noted on the fit; the job goes on */
+        const ghf_h5_attr at[1] = {{"optimize_note", GHF_H5_ATTR_STR, why, 0, 0}};
+        st = ghf_h5_out_put(w, obj, 1, at, 0, NULL, err, errlen);
+    } else {
+        const ghf_opt_spec sp = {j->opt_measure, j->opt_type, j->opt_alpha, j->opt_target, j->opt_rf};
+        ghf_opt_result res;
+        if (ghf_opt_solve(&L, &cs, &sp, NULL, wo, &res) != 0) {
+            snprintf(err, errlen, "optimize of fit %s: out of memory", r->name);
+            st = 1;
+        } else {
+            q->opt_ok[i] = 1;
+            const double v[8] = {res.ret, res.risk, res.sd, res.var, res.es, res.status, res.converged, res.kkt};
+            static const char *const nm[8] = {"expected_return", "risk", "sd", "var", "es", "status", "converged", "kkt"};
+            static const char *const ds[8] = {"the expected return", "the measure optimised", "sd of the loss",
+                                              "VaR_alpha of the loss", "ES_alpha of the loss",
+                                              "NLopt's result code (as in ghfit optimize)",
+                                              "1: NLopt succeeded, feasible, first-order residual <= 1e-6",
+                                              "the first-order (KKT) residual"};
+            char names[9][192];
+            ghf_h5_array arr[9];
+            snprintf(names[0], sizeof names[0], "%s/weights", base);
+            arr[0] = (ghf_h5_array){names[0], 1, {d, 0, 0}, wo, "the optimal portfolio's weights [d]"};
+            for (int k = 0; k < 8; k++) {
+                snprintf(names[k + 1], sizeof names[k + 1], "%s/%s", base, nm[k]);
+                arr[k + 1] = (ghf_h5_array){names[k + 1], 0, {0, 0, 0}, &v[k], ds[k]};
+            }
+            const ghf_h5_attr at[6] = {
+                {"description", GHF_H5_ATTR_STR, "the portfolio of least risk under this fit (job key optimize)", 0, 0},
+                {"measure", GHF_H5_ATTR_STR, OPT_MEAS[j->opt_measure], 0, 0},
+                {"type", GHF_H5_ATTR_STR, OPT_TYPE[j->opt_type], 0, 0},
+                {"alpha", GHF_H5_ATTR_F64, NULL, j->opt_alpha, 0},
+                {"budget", GHF_H5_ATTR_F64, NULL, j->opt_budget, 0},
+                {"sense", GHF_H5_ATTR_STR, j->opt_losses ? "losses" : "returns", 0, 0}};
+            st = ghf_h5_out_put(w, base, 6, at, 9, arr, err, errlen);
+        }
+    }
+    if (!st && j->has_windows && s->window >= 0) { /* the benchmark of this window */
+        ghf_shard own;
+        memset(&own, 0, sizeof own);
+        st = read_rows(j->data_file, j->dataset ? j->dataset : "/X", s->row_start, s->row_len, &own, err, errlen);
+        if (!st) q->mv_ok[i] = gauss_minvar(j, &own, d, q->mvW + (size_t)i * d) == 0;
+        ghf_shard_free(&own);
+    }
+    free(lo), free(hi);
+    return st;
+}
+
+/* optimize: the returns of the three strategies of fit i over the rows nx */
+static int opt_realise(post *q, int i, const ghf_shard *nx)
+{
+    const int d = q->d;
+    const double sg = q->j->opt_losses ? -1.0 : 1.0;
+    const int64_t n = nx->nrows;
+    q->rr[i] = malloc((size_t)(n > 0 ? n : 1) * 3 * sizeof(double));
+    if (!q->rr[i]) return 1;
+    q->rn[i] = n;
+    const double *W3[3] = {q->optW + (size_t)i * d, NULL, q->mvW + (size_t)i * d};
+    for (int64_t t = 0; t < n; t++) {
+        const double *x = nx->x + t * d;
+        for (int k = 0; k < 3; k++) {
+            double v = 0.0;
+            for (int c = 0; c < d; c++) v += (k == 1 ? q->j->opt_budget / d : W3[k][c]) * x[c];
+            q->rr[i][t * 3 + k] = sg * v;
+        }
+    }
+    return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+/* /backtest/<chain>/optimize of the chain of fit `first`, and its lines */
+static int chain_opt_backtest(post *q, const ghf_fit_spec *specs, const ghf_fit_record *const *recs, int n, int first,
+                              ghf_h5_writer *w, char *err, size_t errlen)
+{
+    const int d = q->d;
+    const double alpha = q->j->opt_alpha;
+    int *ord = malloc((size_t)n * sizeof(int)), m = 0;
+    if (!ord) goto oom;
+    for (int i = 0; i < n; i++) /* the chain's windows in order */
+        if (specs[i].chain == specs[first].chain) {
+            int k = m++;
+            while (k > 0 && specs[ord[k - 1]].window > specs[i].window) ord[k] = ord[k - 1], k--;
+            ord[k] = i;
+        }
+    int64_t N = 0;
+    for (int a = 0; a < m; a++) {
+        const int i = ord[a];
+        if (q->opt_ok[i] && q->mv_ok[i] && q->rr[i] && q->rn[i] > 0) N += q->rn[i];
+    }
+    double *R = malloc((size_t)(N > 0 ? N : 1) * 3 * sizeof(double)), *L = malloc((size_t)(N > 0 ? N : 1) * sizeof(double));
+    if (!R || !L) {
+        free(R), free(L), free(ord);
+        goto oom;
+    }
+    int64_t t = 0;
+    double turn[3] = {0, 0, 0};
+    int nturn = 0, prev = -1, windows = 0;
+    for (int a = 0; a < m; a++) { /* the windows held: those with rows after them */
+        const int i = ord[a];
+        if (!(q->opt_ok[i] && q->mv_ok[i] && q->rr[i] && q->rn[i] > 0)) {
+            prev = -1;
+            continue;
+        }
+        memcpy(R + t * 3, q->rr[i], (size_t)q->rn[i] * 3 * sizeof(double));
+        t += q->rn[i];
+        windows++;
+        if (prev >= 0) { /* rebalancing from the previous window's weights (drift ignored) */
+            for (int c = 0; c < d; c++) {
+                turn[0] += fabs(q->optW[(size_t)i * d + c] - q->optW[(size_t)prev * d + c]);
+                turn[2] += fabs(q->mvW[(size_t)i * d + c] - q->mvW[(size_t)prev * d + c]);
+            }
+            nturn++;
+        }
+        prev = i;
+    }
+    double mean[3], vol[3], es[3], tov[3];
+    for (int k = 0; k < 3; k++) {
+        double s = 0.0, s2 = 0.0;
+        for (int64_t u = 0; u < N; u++) s += R[u * 3 + k];
+        mean[k] = N > 0 ? s / (double)N : NAN;
+        for (int64_t u = 0; u < N; u++) s2 += (R[u * 3 + k] - mean[k]) * (R[u * 3 + k] - mean[k]);
+        vol[k] = N > 1 ? sqrt(s2 / (double)(N - 1)) : NAN;
+        for (int64_t u = 0; u < N; u++) L[u] = -R[u * 3 + k];
+        qsort(L, (size_t)N, sizeof(double), cmp_desc);
+        int64_t kk = (int64_t)ceil((1.0 - alpha) * (double)N - 1e-9);
+        if (kk < 1) kk = 1;
+        double e = 0.0;
+        for (int64_t u = 0; u < kk && u < N; u++) e += L[u];
+        es[k] = N > 0 ? e / (double)(kk < N ? kk : N) : NAN;
+        tov[k] = nturn > 0 ? turn[k] / nturn : NAN;
+    }
+    char cn[64], nm[6][192];
+    chain_name(recs[first]->name, cn, sizeof cn);
+    static const char *const field[5] = {"mean_return", "volatility", "realised_es", "turnover", "returns"};
+    static const char *const desc[5] = {
+        "mean realised return [3]: the optimal portfolio of each window, equal weights, the Gaussian minimum-variance "
+        "portfolio of each window; each held over the rows the next refit adds",
+        "sample standard deviation of the realised returns [3]",
+        "realised ES at alpha [3]: the mean of the ceil((1 - alpha) n) largest realised losses",
+        "mean turnover per refit [3]: sum |w_new - w_old| between consecutive windows held (drift ignored; 0 for "
+        "equal weights)",
+        "the realised returns [n][3], rows in window order"};
+    const double *val[5] = {mean, vol, es, tov, R};
+    ghf_h5_array arr[5];
+    for (int f = 0; f < 5; f++) {
+        snprintf(nm[f], sizeof nm[f], "/backtest/%s/optimize/%s", cn, field[f]);
+        arr[f] = f < 4 ? (ghf_h5_array){nm[f], 1, {3, 0, 0}, val[f], desc[f]} : (ghf_h5_array){nm[f], 2, {N, 3, 0}, R, desc[f]};
+    }
+    snprintf(nm[5], sizeof nm[5], "/backtest/%s/optimize", cn);
+    const ghf_h5_attr at[6] = {
+        {"description", GHF_H5_ATTR_STR, "out-of-sample backtest of the job key optimize over this chain's windows", 0, 0},
+        {"strategies", GHF_H5_ATTR_STR, "optimal, equal-weight, gaussian-min-variance", 0, 0},
+        {"n", GHF_H5_ATTR_I64, NULL, 0, N},
+        {"windows", GHF_H5_ATTR_I64, NULL, 0, windows},
+        {"alpha", GHF_H5_ATTR_F64, NULL, alpha, 0},
+        {"measure", GHF_H5_ATTR_STR, OPT_MEAS[q->j->opt_measure], 0, 0}};
+    int st = ghf_h5_out_put(w, nm[5], 6, at, 5, arr, err, errlen);
+    if (!st) {
+        static const char *const sn[3] = {"optimal", "equal-weight", "gaussian-min-variance"};
+        for (int k = 0; k < 3; k++)
+            printf("%-36s %-22s %9lld %12.6g %12.6g %12.6g %9.4g\n", cn, sn[k], (long long)N, mean[k], vol[k], es[k],
+                   tov[k]);
+    }
+    free(R), free(L), free(ord);
+    return st;
+oom:
+    snprintf(err, errlen, "optimize backtest: out of memory");
+    return 1;
+}
+
 /* everything for fit i */
 static int fit_post(post *q, const ghf_fit_spec *specs, int n, int i, const ghf_fit_record *r, ghf_h5_writer *w,
                     char *err, size_t errlen)
@@ -330,6 +601,11 @@ static int fit_post(post *q, const ghf_fit_spec *specs, int n, int i, const ghf_
         st = ghf_h5_out_put(w, obj, 2, at, 0, NULL, err, errlen);
     }
     if (!st && j->gof) st = fit_gof(q, &specs[i], r, &law, fam, w, err, errlen);
+    if (!st && j->opt) st = fit_opt(q, &specs[i], i, r, &law, fam, w, err, errlen);
+    if (!st && j->opt && have_nx && q->opt_ok[i] && q->mv_ok[i] && opt_realise(q, i, &nx)) {
+        snprintf(err, errlen, "optimize backtest: out of memory");
+        st = 1;
+    }
     if (have_nx) ghf_shard_free(&nx);
     return st;
 }
@@ -411,6 +687,16 @@ static int post_load(post *q, int n, char *err, size_t errlen)
         q->exc = calloc((size_t)n * q->P * q->K, sizeof(int));
         if (!q->exc) goto oom;
     }
+    if (j->opt) {
+        const int d = q->d;
+        q->optW = calloc((size_t)n * d, sizeof(double));
+        q->mvW = calloc((size_t)n * d, sizeof(double));
+        q->rr = calloc((size_t)n, sizeof(double *));
+        q->opt_ok = calloc((size_t)n, sizeof(int));
+        q->mv_ok = calloc((size_t)n, sizeof(int));
+        q->rn = calloc((size_t)n, sizeof(int64_t));
+        if (!q->optW || !q->mvW || !q->rr || !q->opt_ok || !q->mv_ok || !q->rn) goto oom;
+    }
     if (j->eval == GHF_JOB_EVAL_FILE && read_rows(j->eval_file, j->eval_dataset, 0, -1, &q->ev, err, errlen) != 0)
         return 1;
     if (j->gof && j->gof_file) return read_rows(j->gof_file, j->gof_dataset, 0, -1, &q->gv, err, errlen);
@@ -445,6 +731,18 @@ int ghf_postfit_run(const ghf_job *j, const ghf_fit_spec *specs, const ghf_fit_r
             if (!seen) st = chain_backtest(&q, specs, recs, n, i, w, err, errlen);
         }
     }
+    if (!st && j->opt && j->has_windows) {
+        printf("optimize backtest (%s %s at alpha %g; each window's portfolio held over the rows the next refit adds):\n"
+               "%-36s %-22s %9s %12s %12s %12s %9s\n", OPT_TYPE[j->opt_type], OPT_MEAS[j->opt_measure], j->opt_alpha,
+               "chain", "strategy", "n", "mean", "volatility", "realised_es", "turnover");
+        for (int i = 0; !st && i < n; i++) {
+            int seen = 0;
+            for (int k = 0; k < i; k++) seen |= specs[k].chain == specs[i].chain;
+            if (!seen) st = chain_opt_backtest(&q, specs, recs, n, i, w, err, errlen);
+        }
+    }
+    for (int i = 0; q.rr && i < n; i++) free(q.rr[i]);
+    free(q.optW), free(q.mvW), free(q.rr), free(q.opt_ok), free(q.mv_ok), free(q.rn);
     free(q.W), free(q.exc), free(q.n_next), free(q.has_risk);
     ghf_shard_free(&q.ev);
     ghf_shard_free(&q.gv);
