@@ -173,6 +173,7 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
     if (kind == GHF_PATH_RESULT) ok = has_attr(f, "ghfit_version", NULL) && !has_attr(f, "content", NULL);
     else if (kind == GHF_PATH_RISK) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "risk");
     else if (kind == GHF_PATH_GOF) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "gof");
+    else if (kind == GHF_PATH_OPTIMIZE) ok = has_attr(f, "ghfit_version", NULL) && has_attr(f, "content", "optimize");
     else if (kind == GHF_PATH_CHECKPOINT) ok = has_attr(f, "format", "ghfit-checkpoint");
     else if (kind == GHF_PATH_MATRIX) ok = is_matrix(f, dataset) && !is_sampled(f);
     else if (kind == GHF_PATH_SAMPLE) ok = is_matrix(f, dataset) && is_sampled(f);
@@ -183,10 +184,11 @@ int ghf_path_is_ghfit(const char *path, ghf_path_kind kind, const char *dataset)
 
 const char *ghf_path_what(const char *path)
 {
-    static const ghf_path_kind kinds[] = {GHF_PATH_RESULT, GHF_PATH_RISK,   GHF_PATH_GOF,       GHF_PATH_SCORES,
-                                          GHF_PATH_MATRIX, GHF_PATH_SAMPLE, GHF_PATH_CHECKPOINT};
+    static const ghf_path_kind kinds[] = {GHF_PATH_RESULT, GHF_PATH_RISK,   GHF_PATH_GOF,        GHF_PATH_OPTIMIZE,
+                                          GHF_PATH_SCORES, GHF_PATH_MATRIX, GHF_PATH_SAMPLE,     GHF_PATH_CHECKPOINT};
     static const char *names[] = {"a ghfit fit result",   "a ghfit risk output",
-                                  "a ghfit gof output",   "a ghfit eval output",
+                                  "a ghfit gof output",   "a ghfit optimize output",
+                                  "a ghfit eval output",
                                   "a data set written by ghfit generate", "a data set written by ghfit sample",
                                   "a ghfit checkpoint"};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
@@ -200,6 +202,7 @@ static const char *kind_noun(ghf_path_kind k)
     case GHF_PATH_RESULT: return "a ghfit result file (root attribute ghfit_version, no root attribute content)";
     case GHF_PATH_RISK: return "a ghfit risk output (root attribute content = \"risk\")";
     case GHF_PATH_GOF: return "a ghfit gof output (root attribute content = \"gof\")";
+    case GHF_PATH_OPTIMIZE: return "a ghfit optimize output (root attribute content = \"optimize\")";
     case GHF_PATH_CHECKPOINT: return "a ghfit checkpoint (no root attribute format = \"ghfit-checkpoint\")";
     case GHF_PATH_MATRIX: return "a data set written by ghfit generate";
     case GHF_PATH_SAMPLE: return "a data set written by ghfit sample (a dataset with the attribute fit_name)";

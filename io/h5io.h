@@ -172,7 +172,8 @@ typedef enum ghf_path_kind {
     GHF_PATH_SCORES,    /* `ghfit eval --out`: root attribute ghfit_scores_version */
     GHF_PATH_RISK,      /* `ghfit risk --out`: ghfit_version and content = "risk" */
     GHF_PATH_SAMPLE,    /* `ghfit sample --out`: a data set whose dataset carries fit_name (drawn from a fit) */
-    GHF_PATH_GOF        /* `ghfit gof --out`: ghfit_version and content = "gof" */
+    GHF_PATH_GOF,       /* `ghfit gof --out`: ghfit_version and content = "gof" */
+    GHF_PATH_OPTIMIZE   /* `ghfit optimize --out`: ghfit_version and content = "optimize" */
 } ghf_path_kind;
 
 typedef struct ghf_path_use {
@@ -476,7 +477,6 @@ typedef struct ghf_opt_file {
 int ghf_h5_write_opt(const char *path, const ghf_opt_file *r, char *err, size_t errlen);
 /* 2 with a message when path is a ghfit file of another kind than an
  * optimize file (content attribute), else 0 (serial). */
-int ghf_h5_opt_out_kind(const char *path, char *err, size_t errlen);
 /* The data identity of /fits/<fit> (attributes data_file, dataset,
  * row_start, row_count): 0, or -1 when not recorded. */
 int ghf_h5_read_fit_data(const char *path, const char *fit, char *data_file, size_t dlen, char *dataset,

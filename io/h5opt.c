@@ -66,27 +66,6 @@ int ghf_h5_write_opt(const char *path, const ghf_opt_file *r, char *err, size_t 
     return ghf_h5_write_arrays(path, r->meta, "optimize", n, at, 11, arr, err, errlen);
 }
 
-int ghf_h5_opt_out_kind(const char *path, char *err, size_t errlen)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0; /* none yet (the other checks say why one cannot be made) */
-    fclose(fp);
-    hid_t f = -1;
-    H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); } H5E_END_TRY;
-    if (f < 0) return 0; /* not HDF5: ghf_paths_check refuses it */
-    char *c = ghf__attr_read_str(f, "content");
-    char *v = ghf__attr_read_str(f, "ghfit_version");
-    H5Fclose(f);
-    int st = 0;
-    if (v && (!c || strcmp(c, "optimize") != 0)) {
-        snprintf(err, errlen, "--out %s: is a ghfit %s file, not an optimize file; ghfit optimize replaces only its own "
-                 "kind (remove it, or name another --out)", path, c ? c : "result");
-        st = 2;
-    }
-    free(c), free(v);
-    return st;
-}
-
 int ghf_h5_read_fit_data(const char *path, const char *fit, char *data_file, size_t dlen, char *dataset,
                          size_t slen, int64_t *row_start, int64_t *row_count)
 {

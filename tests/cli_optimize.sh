@@ -113,7 +113,7 @@ expect "--risk-free applies to --tangency only"            -- --model nig.h5 --m
 expect "--measure is required"                             -- --model nig.h5 --out out.h5
 "$G" fit --data x.h5 --model gauss --out out.h5 --quiet
 "$G" optimize --model nig.h5 --measure es --out out.h5 >/dev/null 2>err.txt; rc=$?
-if [ $rc -eq 2 ] && grep -q "is a ghfit result file, not an optimize file" err.txt && "$PY" -c "import h5py; assert list(h5py.File('out.h5')['fits']) == ['gauss']"; then
+if [ $rc -eq 2 ] && grep -q "exists and is not a ghfit optimize output.*(it is a ghfit fit result)" err.txt && "$PY" -c "import h5py; assert list(h5py.File('out.h5')['fits']) == ['gauss']"; then
   echo "ok   a result file as --out is refused and kept"; else echo "FAIL: --out over a result file: rc $rc"; cat err.txt; fail=1; fi
 rm -f out.h5
 

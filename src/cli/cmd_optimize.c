@@ -286,11 +286,10 @@ outputs:
                                         sizeof md->dataset, &md->row_start, &md->row_count) == 0;
     st = (dry ? ghf_h5_out_check_access : ghf_h5_out_check)(o->out, err, errlen);
     if (!st) {
-        const ghf_path_use u[3] = {{o->model, "--model", GHF_PATH_INPUT, NULL}, {o->out, "--out", GHF_PATH_RESULT, NULL},
+        const ghf_path_use u[3] = {{o->model, "--model", GHF_PATH_INPUT, NULL}, {o->out, "--out", GHF_PATH_OPTIMIZE, NULL},
                                    {o->bfile, "--bounds", GHF_PATH_INPUT, NULL}};
         st = ghf_paths_check(u, o->has_bounds == 2 ? 3 : 2, err, errlen);
     }
-    if (!st) st = ghf_h5_opt_out_kind(o->out, err, errlen);
     if (!st) st = (dry ? ghf_out_lock_query : ghf_out_lock)(o->out, err, errlen);
     return st;
 }
