@@ -312,7 +312,13 @@ typedef struct ghf_fit_record {
     int64_t n_incomplete;
     double missing_fraction;
     const double *missing_counts; int n_missing_counts; /* rows with k = 0..d missing entries */
+    /* the factor form of the dispersion (--sigma diag|factor:R; NULL D: full,
+     * nothing written): params/B [d x factors] (factors > 0), params/D [d],
+     * attributes sigma_structure and factors; params/sigma only for d <=
+     * GHF_SIGMA_WRITE_MAX_D (docs/output-schema.md) */
+    int factors; const double *B, *D;
 } ghf_fit_record;
+#define GHF_SIGMA_WRITE_MAX_D 1000
 
 typedef struct ghf_h5_writer ghf_h5_writer;
 

@@ -83,6 +83,7 @@ typedef struct ghf_fit_out {
     double p_fixed;
     int64_t n_obs;
     int d;
+    int sigma_r;       /* the dispersion's form: -1 full, 0 diag, R factors */
     ghf_em_result em;  /* parameters in internal coordinates; loglik and trace
                           in data coordinates after ghf_fit_out_finish */
     ghf_params outp;   /* the fitted parameters in data coordinates */
@@ -121,6 +122,9 @@ int  ghf_fit_out_se(MPI_Comm comm, ghf_fit_out *out, const ghf_data *data, int m
 /* Collective: gather every rank's phases to rank 0 (out->all_phases). */
 int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
 /* A record pointing into out (valid while out lives). */
+/* Free parameters of the dispersion (AIC/BIC): full d(d+1)/2 (r < 0),
+ * else d r - r(r-1)/2 + d (B up to rotation, D). */
+int ghf_disp_nparams(int d, int r);
 void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec);
 void ghf_fit_out_free(ghf_fit_out *out);
 
