@@ -93,6 +93,28 @@ static int read_f64(hid_t g, const char *name, int64_t count, double *v)
     return rc;
 }
 
+/* params/sigma, or for a factor-form fit (attribute factors) without it
+ * (d > 1000: docs/output-schema.md) Sigma = B B' + diag(D) formed from
+ * params/B and params/D.  0, or -1. */
+static int read_sigma(hid_t g, int64_t d, ghf_fit_law *law)
+{
+    int64_t nf = -1;
+    law->factors = ghf__attr_read_i64(g, "factors", &nf) == 0 ? (int)nf : -1;
+    if (law->factors < 0 || H5Lexists(g, "params/sigma", H5P_DEFAULT) > 0)
+        return read_f64(g, "params/sigma", d * d, law->sigma);
+    if (nf >= d) return -1;
+    double *B = malloc((size_t)(d * (nf > 0 ? nf : 1) + d) * sizeof(double)), *D = B ? B + d * (nf > 0 ? nf : 1) : NULL;
+    int rc = !B || read_f64(g, "params/D", d, D) || (nf > 0 && read_f64(g, "params/B", d * nf, B)) ? -1 : 0;
+    for (int64_t i = 0; rc == 0 && i < d; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            double v = i == j ? D[i] : 0.0;
+            for (int64_t k = 0; k < nf; k++) v += B[i * nf + k] * B[j * nf + k];
+            law->sigma[i * d + j] = law->sigma[j * d + i] = v;
+        }
+    free(B);
+    return rc;
+}
+
 /* The group /fits/<name> and its parameters into law (the fit named, or the
  * only one).  0, or 2 with a message. */
 static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
@@ -150,7 +172,7 @@ static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *la
         st = 1;
     } else if (read_f64(g, "params/mu", d, law->mu)) bad = "mu";
     else if (read_f64(g, "params/gamma", d, law->gamma)) bad = "gamma";
-    else if (read_f64(g, "params/sigma", d * d, law->sigma)) bad = "sigma";
+    else if (read_sigma(g, d, law)) bad = law->factors >= 0 ? "B or D (of the factor form)" : "sigma";
     else if (read_f64(g, "params/p", 1, &law->p)) bad = "p";
     else if (read_f64(g, "params/a", 1, &law->a)) bad = "a";
     else if (read_f64(g, "params/b", 1, &law->b)) bad = "b";

@@ -407,6 +407,8 @@ typedef struct ghf_fit_law {
     int64_t n_obs;
     int symmetric;   /* attribute symmetric (0 when absent) */
     double p_fixed;  /* attribute p_fixed: the GIG index held fixed, NaN when free or absent */
+    int factors;     /* attribute factors of a factor-form fit (0: diag), -1: full (absent); sigma is
+                        params/sigma, or B B' + diag(D) formed from params/B, params/D when not stored */
 } ghf_fit_law;
 
 /* Serial, any process.  name NULL or "": the file must hold exactly one fit.
