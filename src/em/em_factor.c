@@ -413,7 +413,8 @@ static int fx_mstep(fx_ctx *e, const ghf_params *cur, ghf_params *nx, char *why,
 }
 
 /* Largest relative change (the convergence test): mu, gamma against their
- * norm plus the data scale, B and D in Frobenius norm, p, a, b as ghf_param_change. */
+ * norm plus the data scale, B B' and D in Frobenius norm, p, a, b as
+ * ghf_param_change. */
 static double fx_change(const ghf_params *a, const ghf_params *b)
 {
     const int d = a->d, r = a->nf;
@@ -423,10 +424,36 @@ static double fx_change(const ghf_params *a, const ghf_params *b)
         nd += b->D[i] * b->D[i];
         dd += (a->D[i] - b->D[i]) * (a->D[i] - b->D[i]);
     }
-    for (int i = 0; i < d * r; i++) {
-        tr += b->B[i] * b->B[i];
-        nb += b->B[i] * b->B[i];
-        db += (a->B[i] - b->B[i]) * (a->B[i] - b->B[i]);
+    for (int i = 0; i < d * r; i++) tr += b->B[i] * b->B[i];
+    if (r > 0) {
+        /* B is identified up to rotations B -> B Q only: compare B B'.  With
+         * E = a.B - b.B, a.B a.B' - b.B b.B' = U V' for U = [E, b.B + E] and
+         * V = [b.B, E], so its squared Frobenius norm is tr(U'U V'V), every
+         * term O(|E|^2) (no cancellation of |B|^4 terms); |b.B b.B'|_F^2 =
+         * tr((b.B' b.B)^2). */
+        const int r2 = 2 * r;
+        double *UU = calloc(2 * (size_t)r2 * r2, sizeof(double));
+        if (!UU) return INFINITY;
+        double *VV = UU + r2 * r2;
+        for (int i = 0; i < d; i++) {
+            double u[r2], v[r2];
+            for (int k = 0; k < r; k++) {
+                const double e = a->B[i * r + k] - b->B[i * r + k];
+                u[k] = e, u[r + k] = b->B[i * r + k] + e;
+                v[k] = b->B[i * r + k], v[r + k] = e;
+            }
+            for (int p = 0; p < r2; p++)
+                for (int q = 0; q < r2; q++) {
+                    UU[p * r2 + q] += u[p] * u[q];
+                    VV[p * r2 + q] += v[p] * v[q];
+                }
+        }
+        for (int p = 0; p < r2; p++)
+            for (int q = 0; q < r2; q++) db += UU[p * r2 + q] * VV[q * r2 + p];
+        for (int p = 0; p < r; p++)
+            for (int q = 0; q < r; q++) nb += VV[p * r2 + q] * VV[q * r2 + p];
+        free(UU);
+        if (db < 0.0) db = 0.0;
     }
     const double scale = sqrt(fabs(tr) / d);
     double m2 = 0, dm = 0, g2 = 0, dg = 0;

@@ -279,6 +279,13 @@ static int sigma_nonfull(const ghf_job *j)
     return 0;
 }
 
+int ghf_job_factor_only(const ghf_job *j)
+{
+    for (int i = 0; i < j->n_sigma; i++)
+        if (j->sigma[i] < 0) return 0;
+    return j->n_sigma > 0;
+}
+
 int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen)
 {
     if (!sigma_nonfull(j)) return 0;

@@ -122,6 +122,8 @@ int ghf_job_read_file(const char *path, char **text, size_t *len, char *err, siz
 int ghf_sigma_parse(const char *s, int *r, char *why, size_t whylen);
 /* The label of a form: "full", "diag", "factor:R" (buf of 24). */
 const char *ghf_sigma_label(int r, char *buf, size_t len);
+/* 1 when every fit of the job has the factor form (no sigma value is full) */
+int ghf_job_factor_only(const ghf_job *j);
 /* The settings a dispersion form other than full cannot be combined with
  * (--missing em, --se, --checkpoint, --backend cuda).  0, or 2 with a message. */
 int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen);

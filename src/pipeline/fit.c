@@ -202,6 +202,12 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
 int ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
                               char *err, size_t errlen)
 {
+    return ghf_data_prepare_rows(comm, s, w, what, (int64_t)s->d + 1, out, err, errlen);
+}
+
+int ghf_data_prepare_rows(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, int64_t min_rows,
+                          ghf_data *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     out->w = w;
     const int d = s->d;
@@ -223,9 +229,13 @@ int ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, cons
         ghf_data_free(out);
         return 1;
     }
-    if (s->n_global < (int64_t)d + 1) {
-        snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
-                 (long long)s->n_global, d, d + 1);
+    if (s->n_global < min_rows) {
+        if (min_rows > d)
+            snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
+                     (long long)s->n_global, d, d + 1);
+        else
+            snprintf(err, errlen, "%s: %lld rows: at least %lld are needed", what, (long long)s->n_global,
+                     (long long)min_rows);
         free(buf), free(mad), free(zlim);
         ghf_data_free(out);
         return 2;

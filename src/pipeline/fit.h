@@ -61,6 +61,10 @@ void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params
 
 /* Collective.  Centres s->x in place.  Returns 0, or 2 with a message if the
  * data are unusable (fewer than d + 1 rows, a constant column, ...). */
+/* ghf_data_prepare_weighted with at least min_rows rows instead of d + 1
+ * (the factor form fits N < d: docs/math.md 9). */
+int  ghf_data_prepare_rows(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, int64_t min_rows,
+                           ghf_data *out, char *err, size_t errlen);
 int  ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen);
 /* The same for weighted EM: w[nrows] (NULL: unweighted) weighs the moments
  * EM starts from (and the Gaussian limit's log-likelihood); out->w = w. */

@@ -16,7 +16,8 @@ int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int 
             char what[1200];
             snprintf(what, sizeof what, "%s: the window of fit %d (rows %lld + %lld of %s:%s)", j->source, i,
                      (long long)specs[i].row_start, (long long)specs[i].row_len, j->data_file, j->dataset);
-            st = ghf_fit_shape_check(what, specs[i].row_len, d, size, err, errlen);
+            const int64_t rows = ghf_job_factor_only(j) && specs[i].row_len < d + 1 ? d + 1 : specs[i].row_len;
+            st = ghf_fit_shape_check(what, rows, d, size, err, errlen);
         }
     return st;
 }

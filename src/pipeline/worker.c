@@ -402,7 +402,11 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
     if (dc->has_missing)
         st = ghf_data_prepare_missing(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
     else
-        st = ghf_data_prepare_weighted(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
+    {
+        /* N < d + 1 rows only when every fit of the job has the factor form */
+        st = ghf_data_prepare_rows(g->gcomm, &dc->shard, wuse, what, ghf_job_factor_only(j) ? 2 : (int64_t)dc->shard.d + 1, &dc->data,
+                                   err, errlen);
+    }
     if (st) {
         *data_bad = st == GHF_EXIT_USAGE;
         ghf_shard_free(&dc->shard);
