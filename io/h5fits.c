@@ -34,6 +34,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         memset(m, 0, sizeof *m);
         m->symmetric = -1;
         m->p_fixed = NAN;
+        m->factors = -1;
         char gname[96];
         snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
         hid_t g = H5Lexists(f, "/fits", H5P_DEFAULT) > 0 && H5Lexists(f, gname, H5P_DEFAULT) > 0
@@ -44,6 +45,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         if (ghf__attr_read_i64(g, "symmetric", &v) == 0) m->symmetric = v != 0;
         ghf__attr_read_f64(g, "p_fixed", &m->p_fixed);
         if (ghf__attr_read_i64(g, "n_dropped", &v) == 0) m->n_dropped = v;
+        if (ghf__attr_read_i64(g, "factors", &v) == 0 && v >= 0 && v <= 100000) m->factors = (int)v;
         m->has_data = attr_str(g, "data_file", m->data_file, sizeof m->data_file) == 0;
         if (m->has_data) {
             if (attr_str(g, "dataset", m->dataset, sizeof m->dataset) != 0) snprintf(m->dataset, sizeof m->dataset, "/X");

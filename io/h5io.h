@@ -388,6 +388,7 @@ typedef struct ghf_fit_model_info {
     int has_data;
     char data_file[1024], dataset[256];
     int64_t row_start, row_count, n_dropped;
+    int factors; /* the dispersion's form: -1 full (no attribute factors), 0 diag, R factors */
 } ghf_fit_model_info;
 
 /* Reads the attributes of /fits/<rows[i].name> for each of n summary rows

@@ -114,3 +114,23 @@ def test_full_file_reads_as_full(cli, work):
     cli.run("fit", "--data", path, "--model", "nig", "--out", out, "--quiet")
     fit = ghfit.read(str(out)).fits["nig"]
     assert fit.sigma_structure == "full" and fit.factors == -1 and "B" not in fit.params
+
+
+def test_factor_report_and_lrt(cli, work):
+    """The report shows B as a loadings heat map and D; the LR tests pair the
+    nested forms diag < factor:1 < factor:2 with the parameter counts' difference."""
+    from conftest import parse, run_report
+
+    path, _ = _data(work)
+    job = work / "factor_sweep.yaml"
+    job.write_text(f"data: {path}\nout: {work / 'factor_sweep.h5'}\nfamily: nig\nsigma: [diag, factor:1, factor:2]\n")
+    cli.run("run", job, "--quiet")
+    res = ghfit.read(str(work / "factor_sweep.h5"))
+    tests = {(t.restricted.factors, t.full.factors): t.df for t in ghfit.lr_tests(res.fits.values())}
+    d = D_DIM
+    assert tests == {(0, 1): d - 0, (0, 2): 2 * d - 1, (1, 2): d - 1}, tests
+    out = work / "factor_report.html"
+    r = run_report(str(work / "factor_sweep.h5"), "--out", str(out), cwd=work)
+    assert r.returncode == 0, r.stderr
+    text, t = parse(out)
+    assert text.count("Factor loadings B and specific variances D") == 3

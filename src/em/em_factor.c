@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "agree.h"
 #include "bessel.h"
+#include "bessel_plan.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -143,9 +146,11 @@ typedef struct fx_pass {
     const ghf_params *t;
     const double *x0, *w;
     int gauss;
+    const ghf_bessel_plan *plan; /* the iteration's fixed-order plan, or NULL: the fused evaluator */
 } fx_pass;
 
-/* One block's partial sums (ghf_xreduce_rows): O(d R) per row. */
+/* One block's partial sums (ghf_xreduce_rows): O(d R) per row, the two
+ * d x R products of the block by BLAS (C = X G', T += X' H). */
 static void fx_block(void *ctx, const double *x, int nb, int d, double *part)
 {
     const fx_pass *P = ctx;
@@ -153,27 +158,35 @@ static void fx_block(void *ctx, const double *x, int nb, int d, double *part)
     const ghf_params *t = P->t;
     const int r = g->r;
     const int64_t i0 = (int64_t)((x - P->x0) / d);
-    double cv[r > 0 ? r : 1], zc[r > 0 ? r : 1], h[r > 0 ? r : 1];
+    double zc[r > 0 ? r : 1];
     double *s4 = part + GHF_ST_S4, *s5 = s4 + d, *q6 = s5 + d, *T = q6 + d;
+    double *C = NULL, *Hw = NULL;
+    if (r > 0) {
+        C = malloc(2 * (size_t)nb * r * sizeof(double));
+        if (!C) { /* counted as rows without a finite result: the fit stops there */
+            part[GHF_ST_NBAD] += nb;
+            return;
+        }
+        Hw = C + (size_t)nb * r;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, r, d, 1.0, x, d, g->G, d, 0.0, C, r);
+    }
     for (int k = 0; k < nb; k++) {
         const double *xi = x + (size_t)k * d;
+        double *hk = Hw ? Hw + (size_t)k * r : NULL;
+        for (int j = 0; j < r; j++) hk[j] = 0.0;
         const double wi = P->w ? P->w[i0 + k] : 1.0;
         if (P->w && wi == 0.0) continue; /* a row of weight 0 adds exact zeros */
         double qd = 0.0, zd = 0.0;
         for (int m = 0; m < d; m++) {
-            const double tm = xi[m] - t->mu[m];
-            qd += tm * tm * g->Dinv[m];
-            zd += tm * t->gamma[m] * g->Dinv[m];
+            const double tm = (xi[m] - t->mu[m]) * g->Dinv[m];
+            qd += tm * (xi[m] - t->mu[m]);
+            zd += tm * t->gamma[m];
         }
         double q = qd, zw = zd;
-        for (int j = 0; j < r; j++) {
-            const double *Gj = g->G + (size_t)j * d;
-            double s = 0.0;
-            for (int m = 0; m < d; m++) s += Gj[m] * xi[m];
-            cv[j] = s - g->Gmu[j];
-        }
         if (r > 0) {
-            fx_lsolve(r, g->Lm, cv, zc);
+            double *ck = C + (size_t)k * r;
+            for (int j = 0; j < r; j++) ck[j] -= g->Gmu[j]; /* c = G (x - mu) */
+            fx_lsolve(r, g->Lm, ck, zc);
             for (int j = 0; j < r; j++) {
                 q -= zc[j] * zc[j];
                 zw -= zc[j] * g->gw[j];
@@ -186,7 +199,8 @@ static void fx_block(void *ctx, const double *x, int nb, int d, double *part)
             pt.l = 0.0;
             pt.ll = -0.5 * (d * GHF_LOG_2PI + g->logdet + q);
         } else {
-            pt = ghf_estep_point(&g->c, q, zw, ghf_bessel_fused(g->c.P, ghf_estep_arg(&g->c, q)));
+            const double z = ghf_estep_arg(&g->c, q);
+            pt = ghf_estep_point(&g->c, q, zw, P->plan ? ghf_bessel_plan_eval(P->plan, z) : ghf_bessel_fused(g->c.P, z));
         }
         if (!isfinite(pt.u) || !isfinite(pt.v) || !isfinite(pt.l) || !isfinite(pt.ll)) {
             part[GHF_ST_NBAD] += 1.0;
@@ -199,21 +213,22 @@ static void fx_block(void *ctx, const double *x, int nb, int d, double *part)
         part[GHF_ST_S3] += wi * pt.l;
         part[GHF_ST_LL] += wi * pt.ll;
         part[GHF_ST_ZWABS] += wi * fabs(zw);
-        /* h = beta x = M^-1 G x */
+        /* h = w u beta x = w u M^-1 G x = w u M^-1 (c + G mu) */
+        const double *ck = C ? C + (size_t)k * r : NULL;
         for (int j = 0; j < r; j++) {
-            double s = 0.0;
-            for (int a = 0; a < r; a++) s += g->Minv[j * r + a] * (cv[a] + g->Gmu[a]);
-            h[j] = wu * s;
+            double sj = 0.0;
+            for (int a = 0; a < r; a++) sj += g->Minv[j * r + a] * (ck[a] + g->Gmu[a]);
+            hk[j] = wu * sj;
         }
         for (int m = 0; m < d; m++) {
             const double xm = xi[m];
             s4[m] += wi * xm;
             s5[m] += wu * xm;
             q6[m] += wu * xm * xm;
-            double *Tm = T + (size_t)m * r;
-            for (int j = 0; j < r; j++) Tm[j] += xm * h[j];
         }
     }
+    if (r > 0) cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, r, nb, 1.0, x, d, Hw, r, 1.0, T, r);
+    free(C);
 }
 
 /* ---------------------------------------------------------------------------
@@ -233,7 +248,34 @@ typedef struct fx_ctx {
     fx_der g;
     double t_estep;
     int n_estep;
+    /* the Bessel plan (kernels/bessel_plan.h) when the fit has enough rows;
+     * its range from global quantities only, so every rank builds the same */
+    ghf_bessel_plan *plan;
+    double xmax; /* the largest |x| over all ranks */
 } fx_ctx;
+
+/* rows above which the E-step evaluates the Bessel functions through a plan */
+#define FX_PLAN_MIN_ROWS 2048
+
+/* e->plan for t's order over [sqrt(A b), sqrt(A (b + q_bound))], q_bound =
+ * (max|x| + max|mu|)^2 sum 1/D_j >= every row's q (at most the top 30
+ * octaves: rows below use the fused evaluator, as outside the plan). 1 if built. */
+static int fx_plan(fx_ctx *e, const ghf_params *t)
+{
+    if (!e->plan || e->gauss || !(e->g.c.A > 0.0)) return 0;
+    double mu_max = 0.0, sdi = 0.0;
+    for (int i = 0; i < e->d; i++) {
+        mu_max = fmax(mu_max, fabs(t->mu[i]));
+        sdi += e->g.Dinv[i];
+    }
+    const double qb = (e->xmax + mu_max) * (e->xmax + mu_max) * sdi;
+    const double zhi = sqrt(e->g.c.A * (e->g.c.b + qb));
+    double zlo = sqrt(e->g.c.A * e->g.c.b);
+    if (!(zlo > zhi * 0x1p-30)) zlo = zhi * 0x1p-30;
+    if (!isfinite(zhi) || !(zhi > zlo) || !(zlo > 0x1p-1000)) return 0;
+    ghf_bessel_plan_build(e->plan, e->g.c.P, zlo, zhi);
+    return 1;
+}
 
 /* Collective E-step at t: 0, -1 (t unusable: every rank agrees, no
  * collective call), or 1 (run-time error). */
@@ -242,7 +284,8 @@ static int fx_estep(fx_ctx *e, const ghf_params *t, char *err, size_t errlen)
     if (fx_derive(t, e->gauss, &e->g) != 0) return -1;
     if (e->o->beat) e->o->beat(e->o->beat_arg);
     const double t0 = MPI_Wtime();
-    fx_pass P = {&e->g, t, e->x, e->w, e->gauss};
+    fx_pass P = {&e->g, t, e->x, e->w, e->gauss, NULL};
+    if (fx_plan(e, t)) P.plan = e->plan;
     const int rc = ghf_xreduce_rows(e->comm, e->x, e->nrows, e->d, e->len, fx_block, &P, e->stats);
     int stop = e->o->stop_flag ? (*e->o->stop_flag != 0) : 0, any = 0;
     MPI_Allreduce(&stop, &any, 1, MPI_INT, MPI_MAX, e->comm);
@@ -713,6 +756,18 @@ int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t n
                ghf_params_alloc_factor(&tx, d, nf, 0) || ghf_params_alloc_factor(&best, d, nf, 0) ||
                ghf_params_alloc_factor(&r->params, d, nf, 1) || !o->data_cov;
     if (!fail) fail = fx_pca_start(&e, B0, D0) != 0;
+    {
+        int64_t ng = nrows;
+        double xm = 0.0;
+        for (int64_t i = 0; i < nrows * d; i++) xm = fmax(xm, fabs(x[i]));
+        MPI_Allreduce(MPI_IN_PLACE, &ng, 1, MPI_INT64_T, MPI_SUM, comm);
+        MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, comm);
+        e.xmax = xm;
+        if (!fail && ng >= FX_PLAN_MIN_ROWS && !e.gauss) { /* the same choice on every rank */
+            e.plan = malloc(sizeof *e.plan);
+            fail = !e.plan;
+        }
+    }
     if (fail) snprintf(err, errlen, "out of memory (factor EM state, d = %d, %d factors)", d, nf);
     if (ghf_test_fail("alloc", err, errlen)) fail = 1;
     int rc = 0;
@@ -847,7 +902,7 @@ done:
 out:
     r->n_estep = e.n_estep;
     r->t_total = MPI_Wtime() - t_start;
-    free(B0), free(D0), free(e.stats), free(e.stats1);
+    free(B0), free(D0), free(e.stats), free(e.stats1), free(e.plan);
     fx_der_free(&e.g);
     ghf_params_free(&cur), ghf_params_free(&prev), ghf_params_free(&nx);
     ghf_params_free(&t2), ghf_params_free(&tx), ghf_params_free(&best);
