@@ -102,18 +102,19 @@ static int read_sigma(hid_t g, int64_t d, ghf_fit_law *law)
 {
     int64_t nf = -1;
     law->factors = ghf__attr_read_i64(g, "factors", &nf) == 0 ? (int)nf : -1;
-    if (law->factors < 0 || H5Lexists(g, "params/sigma", H5P_DEFAULT) > 0)
-        return read_f64(g, "params/sigma", d * d, law->sigma);
+    if (law->factors < 0) return read_f64(g, "params/sigma", d * d, law->sigma);
     if (nf >= d) return -1;
     double *B = malloc((size_t)(d * (nf > 0 ? nf : 1) + d) * sizeof(double)), *D = B ? B + d * (nf > 0 ? nf : 1) : NULL;
     int rc = !B || read_f64(g, "params/D", d, D) || (nf > 0 && read_f64(g, "params/B", d * nf, B)) ? -1 : 0;
+    law->B = B; /* one block: B [d*nf], then D [d] */
+    law->D = D;
+    if (rc == 0 && H5Lexists(g, "params/sigma", H5P_DEFAULT) > 0) return read_f64(g, "params/sigma", d * d, law->sigma);
     for (int64_t i = 0; rc == 0 && i < d; i++)
         for (int64_t j = 0; j <= i; j++) {
             double v = i == j ? D[i] : 0.0;
             for (int64_t k = 0; k < nf; k++) v += B[i * nf + k] * B[j * nf + k];
             law->sigma[i * d + j] = law->sigma[j * d + i] = v;
         }
-    free(B);
     return rc;
 }
 
@@ -214,5 +215,6 @@ void ghf_fit_law_free(ghf_fit_law *law)
     free(law->mu);
     free(law->gamma);
     free(law->sigma);
-    law->mu = law->gamma = law->sigma = NULL;
+    free(law->B); /* D lies in the same block */
+    law->mu = law->gamma = law->sigma = law->B = law->D = NULL;
 }

@@ -410,6 +410,7 @@ typedef struct ghf_fit_law {
     double p_fixed;  /* attribute p_fixed: the GIG index held fixed, NaN when free or absent */
     int factors;     /* attribute factors of a factor-form fit (0: diag), -1: full (absent); sigma is
                         params/sigma, or B B' + diag(D) formed from params/B, params/D when not stored */
+    double *B, *D;   /* the factor form: B [d*factors] (malloc'd, D in the same block), D [d]; NULL: full */
 } ghf_fit_law;
 
 /* Serial, any process.  name NULL or "": the file must hold exactly one fit.

@@ -110,6 +110,26 @@ $MPI -np 2 "$G" eval --model fn.h5 --data data.h5 --out ev.h5 --quiet || { echo 
 relcheck "$("$H" ev.h5 / loglik)" "$("$H" fn.h5 /fits/nig loglik)" 1e-10 || { echo "FAIL: eval total"; fail=1; }
 $MPI -np 2 "$G" sample --model fn.h5 --n 100 --seed 1 --out smp.h5 --quiet || { echo "FAIL: sample"; fail=1; }
 
+# risk: w' Sigma w = |B'w|^2 + w'Dw (never Sigma) gives the VaR/ES of the same law read as full
+/usr/bin/python3 - <<'PYEOF' || { echo "FAIL: making the dense copy"; fail=1; }
+import h5py, numpy as np, shutil
+shutil.copy('fn.h5', 'dense.h5')
+with h5py.File('dense.h5', 'a') as f:
+    g = f['/fits/nig']
+    del g.attrs['factors'], g.attrs['sigma_structure']
+with h5py.File('w.h5', 'w') as f:
+    f['W'] = np.random.default_rng(1).normal(size=(50, 6))
+PYEOF
+$MPI -np 2 "$G" risk --model fn.h5 --portfolios w.h5:/W --alpha 0.95,0.99 --out rf.h5 >/dev/null || { echo "FAIL: risk"; fail=1; }
+$MPI -np 2 "$G" risk --model dense.h5 --portfolios w.h5:/W --alpha 0.95,0.99 --out rd.h5 >/dev/null || { echo "FAIL: risk (dense)"; fail=1; }
+/usr/bin/python3 - <<'PYEOF' || { echo "FAIL: risk of the factor form != risk of its dense Sigma"; fail=1; }
+import h5py, numpy as np
+with h5py.File('rf.h5', 'r') as a, h5py.File('rd.h5', 'r') as b:
+    e = max(float(np.max(np.abs(a[k][()] - b[k][()]) / np.abs(b[k][()]))) for k in ('var', 'es'))
+print(f"ok   [risk: factor form vs dense Sigma]: largest relative difference {e:.2e}")
+raise SystemExit(0 if e < 1e-12 else 1)
+PYEOF
+
 # bad input
 refused fit "factor:0" -- --data data.h5 --model nig --sigma factor:0 --out out.h5
 refused fit "factor:x" -- --data data.h5 --model nig --sigma factor:x --out out.h5
