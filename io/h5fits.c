@@ -35,6 +35,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         m->symmetric = -1;
         m->p_fixed = NAN;
         m->loglik_unweighted = NAN;
+        m->factors = -1;
         char gname[96];
         snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
         hid_t g = H5Lexists(f, "/fits", H5P_DEFAULT) > 0 && H5Lexists(f, gname, H5P_DEFAULT) > 0
@@ -46,6 +47,7 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         ghf__attr_read_f64(g, "p_fixed", &m->p_fixed);
         if (ghf__attr_read_f64(g, "loglik_unweighted", &m->loglik_unweighted) != 0) m->loglik_unweighted = NAN;
         if (ghf__attr_read_i64(g, "n_dropped", &v) == 0) m->n_dropped = v;
+        if (ghf__attr_read_i64(g, "factors", &v) == 0 && v >= 0 && v <= 100000) m->factors = (int)v;
         m->has_data = attr_str(g, "data_file", m->data_file, sizeof m->data_file) == 0;
         if (m->has_data) {
             if (attr_str(g, "dataset", m->dataset, sizeof m->dataset) != 0) snprintf(m->dataset, sizeof m->dataset, "/X");
@@ -92,6 +94,29 @@ static int read_f64(hid_t g, const char *name, int64_t count, double *v)
     if (np == count && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) rc = 0;
     H5Sclose(sp);
     H5Dclose(ds);
+    return rc;
+}
+
+/* params/sigma, or for a factor-form fit (attribute factors) without it
+ * (d > 1000: docs/output-schema.md) Sigma = B B' + diag(D) formed from
+ * params/B and params/D.  0, or -1. */
+static int read_sigma(hid_t g, int64_t d, ghf_fit_law *law)
+{
+    int64_t nf = -1;
+    law->factors = ghf__attr_read_i64(g, "factors", &nf) == 0 ? (int)nf : -1;
+    if (law->factors < 0) return read_f64(g, "params/sigma", d * d, law->sigma);
+    if (nf >= d) return -1;
+    double *B = malloc((size_t)(d * (nf > 0 ? nf : 1) + d) * sizeof(double)), *D = B ? B + d * (nf > 0 ? nf : 1) : NULL;
+    int rc = !B || read_f64(g, "params/D", d, D) || (nf > 0 && read_f64(g, "params/B", d * nf, B)) ? -1 : 0;
+    law->B = B; /* one block: B [d*nf], then D [d] */
+    law->D = D;
+    if (rc == 0 && H5Lexists(g, "params/sigma", H5P_DEFAULT) > 0) return read_f64(g, "params/sigma", d * d, law->sigma);
+    for (int64_t i = 0; rc == 0 && i < d; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            double v = i == j ? D[i] : 0.0;
+            for (int64_t k = 0; k < nf; k++) v += B[i * nf + k] * B[j * nf + k];
+            law->sigma[i * d + j] = law->sigma[j * d + i] = v;
+        }
     return rc;
 }
 
@@ -152,7 +177,7 @@ static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *la
         st = 1;
     } else if (read_f64(g, "params/mu", d, law->mu)) bad = "mu";
     else if (read_f64(g, "params/gamma", d, law->gamma)) bad = "gamma";
-    else if (read_f64(g, "params/sigma", d * d, law->sigma)) bad = "sigma";
+    else if (read_sigma(g, d, law)) bad = law->factors >= 0 ? "B or D (of the factor form)" : "sigma";
     else if (read_f64(g, "params/p", 1, &law->p)) bad = "p";
     else if (read_f64(g, "params/a", 1, &law->a)) bad = "a";
     else if (read_f64(g, "params/b", 1, &law->b)) bad = "b";
@@ -192,5 +217,6 @@ void ghf_fit_law_free(ghf_fit_law *law)
     free(law->mu);
     free(law->gamma);
     free(law->sigma);
-    law->mu = law->gamma = law->sigma = NULL;
+    free(law->B); /* D lies in the same block */
+    law->mu = law->gamma = law->sigma = law->B = law->D = NULL;
 }

@@ -334,7 +334,13 @@ typedef struct ghf_fit_record {
     int64_t n_incomplete;
     double missing_fraction;
     const double *missing_counts; int n_missing_counts; /* rows with k = 0..d missing entries */
+    /* the factor form of the dispersion (--sigma diag|factor:R; NULL D: full,
+     * nothing written): params/B [d x factors] (factors > 0), params/D [d],
+     * attributes sigma_structure and factors; params/sigma only for d <=
+     * GHF_SIGMA_WRITE_MAX_D (docs/output-schema.md) */
+    int factors; const double *B, *D;
 } ghf_fit_record;
+#define GHF_SIGMA_WRITE_MAX_D 1000
 
 typedef struct ghf_h5_writer ghf_h5_writer;
 
@@ -405,6 +411,7 @@ typedef struct ghf_fit_model_info {
     char data_file[1024], dataset[256];
     int64_t row_start, row_count, n_dropped;
     double loglik_unweighted; /* attribute loglik_unweighted of a weighted fit, NaN when absent */
+    int factors; /* the dispersion's form: -1 full (no attribute factors), 0 diag, R factors */
 } ghf_fit_model_info;
 
 /* Reads the attributes of /fits/<rows[i].name> for each of n summary rows
@@ -424,6 +431,9 @@ typedef struct ghf_fit_law {
     int64_t n_obs;
     int symmetric;   /* attribute symmetric (0 when absent) */
     double p_fixed;  /* attribute p_fixed: the GIG index held fixed, NaN when free or absent */
+    int factors;     /* attribute factors of a factor-form fit (0: diag), -1: full (absent); sigma is
+                        params/sigma, or B B' + diag(D) formed from params/B, params/D when not stored */
+    double *B, *D;   /* the factor form: B [d*factors] (malloc'd, D in the same block), D [d]; NULL: full */
 } ghf_fit_law;
 
 /* Serial, any process.  name NULL or "": the file must hold exactly one fit.

@@ -410,6 +410,10 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
     bad |= ghf__attr_f64(g, "elapsed_s", r->elapsed_s) < 0;
     bad |= ghf__attr_i64(g, "n_dropped", r->n_dropped) < 0;
     bad |= ghf__attr_int(g, "symmetric", r->symmetric ? 1 : 0) < 0;
+    if (r->D) { /* the factor form (a full-form fit has neither attribute: readers take it as full) */
+        bad |= ghf__attr_str(g, "sigma_structure", r->factors > 0 ? "factor" : "diag") < 0;
+        bad |= ghf__attr_int(g, "factors", r->factors) < 0;
+    }
     if (r->data_file) {
         bad |= ghf__attr_str(g, "data_file", r->data_file) < 0;
         bad |= ghf__attr_str(g, "dataset", r->dataset ? r->dataset : "/X") < 0;
@@ -447,7 +451,16 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
         hsize_t d1 = (hsize_t)d;
         bad |= write_f64(gp, "mu", 1, &d1, r->mu, "location vector mu") < 0;
         bad |= write_f64(gp, "gamma", 1, &d1, r->gamma, "skewness vector gamma") < 0;
-        bad |= write_f64(gp, "sigma", 2, dd, r->sigma, "dispersion matrix Sigma (row-major d x d)") < 0;
+        if (!r->D || d <= GHF_SIGMA_WRITE_MAX_D)
+            bad |= write_f64(gp, "sigma", 2, dd, r->sigma,
+                             r->D ? "dispersion matrix Sigma = B B' + D (row-major d x d; written for d <= 1000)"
+                                  : "dispersion matrix Sigma (row-major d x d)") < 0;
+        if (r->D) {
+            hsize_t db[2] = {(hsize_t)d, (hsize_t)r->factors};
+            if (r->factors > 0)
+                bad |= write_f64(gp, "B", 2, db, r->B, "factor loadings B (d x factors, row-major): Sigma = B B' + diag(D)") < 0;
+            bad |= write_f64(gp, "D", 1, dd, r->D, "specific variances: the diagonal D of Sigma = B B' + diag(D)") < 0;
+        }
         bad |= write_scalar(gp, "p", r->p, "GIG index parameter p (lambda); -1/2 for NIG") < 0;
         bad |= write_scalar(gp, "a", r->a, "GIG parameter a (multiplies y: density ~ y^(p-1) exp(-(a*y + b/y)/2); psi of ghyp)") < 0;
         bad |= write_scalar(gp, "b", r->b, "GIG parameter b (multiplies 1/y; chi of ghyp)") < 0;
@@ -469,7 +482,8 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
         if (!mean || !cov) bad = 1;
         else {
             bad |= write_f64(gm, "mean", 1, &d1, mean, "mean vector E[X] of the fitted law (NaN if undefined)") < 0;
-            bad |= write_f64(gm, "cov", 2, dd, cov, "covariance matrix Cov[X] of the fitted law (NaN if undefined)") < 0;
+            if (!r->D || d <= GHF_SIGMA_WRITE_MAX_D)
+                bad |= write_f64(gm, "cov", 2, dd, cov, "covariance matrix Cov[X] of the fitted law (NaN if undefined)") < 0;
         }
     }
 

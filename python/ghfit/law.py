@@ -329,7 +329,29 @@ class Law:
         return out
 
 
+def factor_sigma(B, D) -> np.ndarray:
+    """Sigma = B B' + diag(D) of the factor form (``--sigma factor:R``; B of
+    shape (d, R), or empty for ``--sigma diag``)."""
+    D = np.atleast_1d(np.asarray(D, dtype=float))
+    B = np.asarray(B if B is not None else np.zeros((D.size, 0)), dtype=float).reshape(D.size, -1)
+    return B @ B.T + np.diag(D)
+
+
+def factor_law(mu, gamma, B, D, p=math.nan, a=math.nan, b=math.nan, family: str = "gh") -> Law:
+    """The law of a factor-form fit: X | Y = y ~ N(mu + gamma y, y (B B' + diag D))."""
+    return Law(mu, gamma, factor_sigma(B, D), p, a, b, family)
+
+
+def params_sigma(params: dict) -> np.ndarray:
+    """params/sigma, or for a factor-form fit without it (d > 1000) B B' + diag(D)."""
+    if "sigma" in params:
+        return params["sigma"]
+    if "D" in params:
+        return factor_sigma(params.get("B"), params["D"])
+    raise KeyError("sigma")
+
+
 def law_from_params(params: dict, family: str = "gh") -> Law:
-    """A Law from a result file's params/ datasets (mu, gamma, sigma, p, a, b)."""
-    return Law(params["mu"], params.get("gamma", 0.0 * np.asarray(params["mu"])), params["sigma"],
+    """A Law from a result file's params/ datasets (mu, gamma, sigma or B and D, p, a, b)."""
+    return Law(params["mu"], params.get("gamma", 0.0 * np.asarray(params["mu"])), params_sigma(params),
                params.get("p", math.nan), params.get("a", math.nan), params.get("b", math.nan), family)

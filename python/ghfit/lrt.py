@@ -66,10 +66,23 @@ def model_key(fit) -> tuple:
     return (fit.family, fit.symmetric, p)
 
 
+def disp_nparams(d, r):
+    """Free parameters of the dispersion: full d(d+1)/2 (r < 0), else d r - r(r-1)/2 + d."""
+    return d * (d + 1) // 2 if r < 0 else d * r - r * (r - 1) // 2 + d
+
+
 def _nested(r, f, d):
     """(df, reference) when model r is nested in model f directly, else None."""
-    rf, rs, rp = r
-    ff, fs, fp = f
+    rf, rs, rp, rr = r
+    ff, fs, fp, fr = f
+    if rr != fr:
+        # the dispersion's forms, the rest alike (as ghfit summary --lrt, src/pipeline/lrt.c):
+        # diag < factor:R < factor:R' < full
+        if (rf, rs, rp) != (ff, fs, fp):
+            return None
+        inside = fr < 0 or (0 <= rr < fr)
+        df = disp_nparams(d, fr) - disp_nparams(d, rr)
+        return (df, f"chi2({df})") if inside and df > 0 else None
     if rf == "gauss" or ff == "gauss":
         return None
     if rf == ff and rp == fp and rs and not fs:
@@ -108,7 +121,7 @@ def lr_tests(fits) -> list:
     for key, members in groups.items():
         best = {}
         for fit in members:
-            mk = model_key(fit)
+            mk = model_key(fit) + (fit.factors,)  # the dispersion's form (-1: full)
             if mk not in best or fit.loglik > best[mk].loglik:
                 best[mk] = fit
         d = members[0].dim

@@ -276,6 +276,39 @@ def profile(prof, name):
     return _png(fig), cap
 
 
+@_styled
+def loadings(B, D, name, max_rows=200):
+    """The factor form Sigma = B B' + diag(D): B as a heat map (rows: the
+    columns of the data, at most max_rows; columns: the factors) beside the
+    specific variances D."""
+    D = np.asarray(D, dtype=float).reshape(-1)
+    d = D.size
+    B = np.asarray(B if B is not None else np.zeros((d, 0)), dtype=float).reshape(d, -1)
+    k = min(d, max_rows)
+    r = B.shape[1]
+    fig, ax = _fig(6.4, 3.8, ncols=2)
+    a0, a1 = ax[0, 0], ax[0, 1]
+    if r > 0:
+        lim = float(np.max(np.abs(B[:k]))) or 1.0
+        im = a0.imshow(B[:k], aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+        fig.colorbar(im, ax=a0, fraction=0.08)
+        a0.set_xticks(range(r), [str(j + 1) for j in range(r)])
+    else:
+        a0.text(0.5, 0.5, "diag: no factors", ha="center", va="center", transform=a0.transAxes)
+    a0.set_xlabel("factor")
+    a0.set_ylabel("column")
+    a0.set_title("loadings B")
+    a1.barh(np.arange(k), D[:k], color="C1")
+    a1.invert_yaxis()
+    a1.set_xlabel("D_j")
+    a1.set_title("specific variances D")
+    more = f" (the first {k} of {d} columns)" if k < d else ""
+    cap = (f"{name}: the factor form of the dispersion, Sigma = B B' + diag(D) (gauge |Sigma| = 1){more}. "
+           "Left: the loadings of each column on each factor (B is defined up to a rotation of the factors); "
+           "right: the specific variance of each column, what the factors leave unexplained.")
+    return _png(fig), cap
+
+
 # ------------------------------------------------------------------ sweeps
 def _xaxis(fits):
     if all(f.row_start is not None for f in fits):

@@ -15,6 +15,7 @@ import numpy as np
 from . import __version__, plots
 from .lrt import lr_tests
 from .errors import ReportError
+from .law import factor_sigma
 from .results import LazyDataset
 
 MAX_MARGINS = 12
@@ -356,11 +357,17 @@ class Report:
                      "fitted law (NaN where a moment is infinite)." + (" SE: standard errors from the "
                                                                         "file's se/ group." if has_se else ""))]
         k = min(d, MAX_MARGINS)
-        sig = np.asarray(p.get("sigma", np.full((d, d), np.nan)), dtype=float).reshape(d, d)
+        if "sigma" not in p and "D" in p:  # a factor-form fit with d > 1000 stores no params/sigma
+            sig = factor_sigma(p.get("B"), p["D"])
+        else:
+            sig = np.asarray(p.get("sigma", np.full((d, d), np.nan)), dtype=float).reshape(d, d)
         srows = [[str(a + 1)] + [fmt(sig[a, b], 5) for b in range(k)] for a in range(k)]
         more = f" (the first {k} of {d} rows and columns)" if k < d else ""
         out.append(table(f"sigma-{i}", ["Sigma"] + [str(b + 1) for b in range(k)], srows,
                          f"The dispersion matrix Sigma{more}."))
+        if "D" in p:
+            out.append(figure(plots.loadings(p.get("B"), p["D"], f.name),
+                              f"Factor loadings B and specific variances D of {f.name}"))
         if f.family != "gauss":
             scal = []
             for key, what in (("p", "GIG index p"), ("a", "GIG a (multiplies y)"), ("b", "GIG b (multiplies 1/y)")):

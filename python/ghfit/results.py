@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-from .law import Law
+from .law import Law, params_sigma
 
 EAGER_MAX = 1 << 16
 
@@ -274,9 +274,19 @@ class Fit:
         return None
 
     @property
+    def sigma_structure(self) -> str:
+        """"full" (also for files written before the factor form), "diag" or "factor"."""
+        return str(self._a("sigma_structure", "full"))
+
+    @property
+    def factors(self) -> int:
+        """The number of factors R of a factor-form fit (0 for diag, -1 for full)."""
+        return int(self._a("factors", -1))
+
+    @property
     def law(self) -> Law:
         p = self.params
-        return Law(p["mu"], p.get("gamma", np.zeros(self.dim)), p["sigma"],
+        return Law(p["mu"], p.get("gamma", np.zeros(self.dim)), params_sigma(p),
                    p.get("p", math.nan), p.get("a", math.nan), p.get("b", math.nan), self.family)
 
     def has_law(self) -> bool:

@@ -173,7 +173,7 @@ static int check_risk(post *p, int argc, char **argv)
     ghf_risk_model md;
     memset(&md, 0, sizeof md);
     st = ghf_risk_check(&o, &md, 1, p->err, sizeof p->err);
-    free(md.mu), free(md.gamma), free(md.sigma);
+    free(md.mu), free(md.gamma), free(md.sigma), free(md.B);
     if (st) return st;
     ghf__check_line("model", "%s:/fits/%s: %s, d = %d", o.model, o.fit, md.family, md.d);
     ghf__check_line("portfolios", "%s:%s: %lld portfolios x %d weights", o.wfile, o.wdset, (long long)md.P, md.d);

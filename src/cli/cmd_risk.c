@@ -174,7 +174,8 @@ static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, siz
     md->gauss = strcmp(fp.family, "gauss") == 0;
     md->p = fp.p, md->a = fp.a, md->b = fp.b;
     md->mu = fp.mu, md->gamma = fp.gamma, md->sigma = fp.sigma;
-    fp.mu = fp.gamma = fp.sigma = NULL;
+    md->nf = fp.D ? fp.factors : -1, md->B = fp.B, md->D = fp.D;
+    fp.mu = fp.gamma = fp.sigma = fp.B = fp.D = NULL;
     int finite = 1;
     for (int i = 0; i < d; i++) finite &= isfinite(md->mu[i]) && isfinite(md->gamma[i]);
     for (long i = 0; i < (long)d * d; i++) finite &= isfinite(md->sigma[i]) != 0;
@@ -232,21 +233,30 @@ int ghf_risk_check(ghf_risk_opts *o, ghf_risk_model *md, int dry, char *err, siz
 /* rank 0's model to every rank (after an agreed success) */
 static int bcast_model(ghf_risk_model *md, int rank)
 {
-    double hdr[6] = {md->d, md->gauss, (double)md->P, md->p, md->a, md->b};
-    MPI_Bcast(hdr, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double hdr[7] = {md->d, md->gauss, (double)md->P, md->p, md->a, md->b, md->nf};
+    MPI_Bcast(hdr, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(md->family, sizeof md->family, MPI_CHAR, 0, MPI_COMM_WORLD);
-    const int d = (int)hdr[0];
+    const int d = (int)hdr[0], nf = (int)hdr[6];
     md->d = d, md->gauss = (int)hdr[1], md->P = (int64_t)hdr[2], md->p = hdr[3], md->a = hdr[4], md->b = hdr[5];
+    md->nf = nf;
+    /* the factor form: B and D (one block), never the d x d Sigma */
+    const size_t nbd = nf >= 0 ? (size_t)d * (size_t)(nf > 0 ? nf : 1) + (size_t)d : 0;
     if (rank != 0) {
         md->mu = malloc((size_t)d * sizeof(double));
         md->gamma = malloc((size_t)d * sizeof(double));
-        md->sigma = malloc((size_t)d * (size_t)d * sizeof(double));
+        if (nf < 0) md->sigma = malloc((size_t)d * (size_t)d * sizeof(double));
+        else {
+            md->B = malloc(nbd * sizeof(double));
+            md->D = md->B ? md->B + (size_t)d * (size_t)(nf > 0 ? nf : 1) : NULL;
+        }
     }
-    int st = ghf_agree(MPI_COMM_WORLD, !md->mu || !md->gamma || !md->sigma ? GHF_EXIT_RUNTIME : 0, NULL, 0);
+    int st = ghf_agree(MPI_COMM_WORLD, !md->mu || !md->gamma || (nf < 0 ? !md->sigma : !md->B) ? GHF_EXIT_RUNTIME : 0,
+                       NULL, 0);
     if (st) return st;
     MPI_Bcast(md->mu, d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(md->gamma, d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Bcast(md->sigma, d * d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (nf < 0) MPI_Bcast(md->sigma, d * d, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    else MPI_Bcast(md->B, (int)nbd, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     return 0;
 }
 
@@ -255,7 +265,8 @@ static int bcast_model(ghf_risk_model *md, int rank)
 static int risk_compute(const ghf_risk_model *md, const ghf_risk_opts *o, const double *w, int64_t n, int64_t row0,
                         double *var, double *es, int64_t *bad_row)
 {
-    const ghf_risk_law lw = {md->gauss, md->d, md->p, md->a, md->b, md->mu, md->gamma, md->sigma};
+    const ghf_risk_law lw = {md->gauss, md->d, md->p, md->a, md->b, md->mu, md->gamma, md->sigma,
+                             md->nf, md->nf >= 0 ? md->B : NULL, md->nf >= 0 ? md->D : NULL};
     /* the global count sizes the plan: the same bits on any number of ranks */
     return ghf_risk_portfolios(&lw, o->K, o->alpha, (size_t)md->P, w, n, row0, var, es, bad_row);
 }
@@ -360,6 +371,6 @@ int ghf_cmd_risk(int argc, char **argv)
     else
         ghf_print0("wrote %s: VaR and ES of %lld portfolios at %d level%s under %s:/fits/%s (%s, d = %d)\n", o.out,
                    (long long)md.P, o.K, o.K == 1 ? "" : "s", o.model, o.fit, md.family, md.d);
-    free(md.mu), free(md.gamma), free(md.sigma);
+    free(md.mu), free(md.gamma), free(md.sigma), free(md.B);
     return st;
 }

@@ -58,6 +58,19 @@ static int o_sym(ghf_job *j, const char *v)
     return 0;
 }
 
+static int o_sigma(ghf_job *j, const char *v)
+{
+    char why[160];
+    int r;
+    if (ghf_sigma_parse(v, &r, why, sizeof why)) {
+        ghf_error0("--sigma: %s", why);
+        return GHF_EXIT_USAGE;
+    }
+    j->n_sigma = 1;
+    j->sigma[0] = r;
+    return 0;
+}
+
 static int o_pfix(ghf_job *j, const char *v)
 {
     double p;
@@ -212,6 +225,10 @@ static const opt g_opts[] = {
      "skewed Student t (a = 0, nu = -2p), Gaussian",
      o_model},
     {"symmetric", NULL, F, "gamma held at 0 (a symmetric fit)", o_sym},
+    {"sigma", "FORM", F,
+     "the dispersion: full (default), diag, or factor:R (Sigma = B B' + D,\n"
+     "R factors: O(d R) per row, fits N < d; CPU backend only)",
+     o_sigma},
     {"out", "FILE", F | R, "result file (written atomically by rank 0)", o_out},
     {"max-iter", "K", F | R, "EM iteration limit (default 5000)", o_maxit},
     {"tol", "T", F | R,

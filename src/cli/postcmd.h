@@ -73,6 +73,8 @@ typedef struct ghf_risk_model {
     int64_t P;
     double p, a, b;
     double *mu, *gamma, *sigma;
+    int nf;          /* the factor form: R (0: diag) with B [d*R] and D [d] in one block at B; -1: full */
+    double *B, *D;
 } ghf_risk_model;
 int ghf_risk_parse(int argc, char **argv, ghf_risk_opts *o);
 /* Rank 0 (serial): the inputs (which fit, its law, the weights' shape),

@@ -127,6 +127,19 @@ void ghf_em_result_free(ghf_em_result *r);
 int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_em_result *r,
                char *err, size_t errlen);
 
+/* Collective: the fit with Sigma = B B' + D, nf factors (0: diagonal),
+ * on the rank's rows x [nrows*d] (centred; weights w or NULL), without a
+ * backend (src/em/em_factor.c; docs/math.md 9).  Same options and result
+ * as ghf_em_fit (o->data_cov is needed for the start; checkpoints,
+ * missing coordinates and nested starts are not used); r->params has the
+ * factor form with sigma = B B' + D formed once at the end. */
+int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t nrows, int d, int nf,
+                      const ghf_em_opts *o, ghf_em_result *r, char *err, size_t errlen);
+/* Collective: the unweighted log-likelihood of a factor-form t on the
+ * rank's rows (one factor E-step).  0, -1 (t unusable), or 1 with a message. */
+int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_params *t, double *ll, char *err,
+                         size_t errlen);
+
 /* Collective: the log-likelihood of t (centred coordinates) by one E-step
  * of be, with the backend's observation weights switched off for the call
  * (the unweighted log-likelihood of a weighted fit).  0, -1 if Sigma is not

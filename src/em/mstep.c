@@ -124,6 +124,12 @@ ghf_mstep_status ghf_mstep(const ghf_model *m, ghf_mstep_opts *o, const double *
     }
     const ghf_mstep_status ns = normal_block(m, stats, next, why, whylen);
     if (ns != GHF_MSTEP_OK) return ns;
+    return ghf_mstep_sub(m, o, d, s1, s2, s3, cur, next, why, whylen);
+}
+
+ghf_mstep_status ghf_mstep_sub(const ghf_model *m, ghf_mstep_opts *o, int d, double s1, double s2, double s3,
+                               const ghf_params *cur, ghf_params *next, char *why, size_t whylen)
+{
     /* the subordinator, through the family table; kept only if it improves */
     const ghf_family_def *fd = ghf_family_get(m->family);
     const double fp = ghf_model_fixed_p(m, d);

@@ -36,5 +36,12 @@ typedef struct ghf_mstep_opts {
 ghf_mstep_status ghf_mstep(const ghf_model *m, ghf_mstep_opts *o, const double *stats, const ghf_params *cur,
                            ghf_params *next, char *why, size_t whylen);
 
+/* The subordinator part alone (what ghf_mstep does after mu, gamma,
+ * Sigma): (p, a, b) of next from s1..s3 (per observation) through the
+ * family table, kept only if it improves; cur's otherwise.  The factor-form
+ * EM (em_factor.c) shares it. */
+ghf_mstep_status ghf_mstep_sub(const ghf_model *m, ghf_mstep_opts *o, int d, double s1, double s2, double s3,
+                               const ghf_params *cur, ghf_params *next, char *why, size_t whylen);
+
 
 #endif

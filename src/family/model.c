@@ -23,12 +23,63 @@ int ghf_params_alloc(ghf_params *t, int d)
     return 0;
 }
 
+int ghf_params_alloc_factor(ghf_params *t, int d, int nf, int with_sigma)
+{
+    memset(t, 0, sizeof *t);
+    t->d = d;
+    t->disp = nf > 0 ? GHF_DISP_FACTOR : GHF_DISP_DIAG;
+    t->nf = nf;
+    t->mu = calloc((size_t)d, sizeof(double));
+    t->gamma = calloc((size_t)d, sizeof(double));
+    t->D = calloc((size_t)d, sizeof(double));
+    t->B = calloc((size_t)d * (size_t)(nf > 0 ? nf : 1), sizeof(double));
+    if (with_sigma) t->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
+    if (!t->mu || !t->gamma || !t->D || !t->B || (with_sigma && !t->sigma)) {
+        ghf_params_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+void ghf_params_factor_sigma(ghf_params *t)
+{
+    const int d = t->d, r = t->nf;
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j <= i; j++) {
+            double s = i == j ? t->D[i] : 0.0;
+            for (int k = 0; k < r; k++) s += t->B[i * r + k] * t->B[j * r + k];
+            t->sigma[i * d + j] = t->sigma[j * d + i] = s;
+        }
+}
+
+double ghf_factor_logdet(int d, int nf, const double *B, const double *D)
+{
+    double ld = 0.0;
+    for (int i = 0; i < d; i++) {
+        if (!(D[i] > 0.0)) return NAN;
+        ld += log(D[i]);
+    }
+    if (nf <= 0) return ld;
+    double *M = calloc((size_t)nf * nf * 2, sizeof(double));
+    if (!M) return NAN;
+    for (int i = 0; i < d; i++)
+        for (int a = 0; a < nf; a++)
+            for (int b = 0; b <= a; b++) M[a * nf + b] += B[i * nf + a] * B[i * nf + b] / D[i];
+    for (int a = 0; a < nf; a++) M[a * nf + a] += 1.0;
+    const int bad = ghf_cholesky(nf, M, M + nf * nf);
+    for (int a = 0; !bad && a < nf; a++) ld += 2.0 * log(M[nf * nf + a * nf + a]);
+    free(M);
+    return bad ? NAN : ld;
+}
+
 void ghf_params_free(ghf_params *t)
 {
     free(t->mu);
     free(t->gamma);
     free(t->sigma);
-    t->mu = t->gamma = t->sigma = NULL;
+    free(t->B);
+    free(t->D);
+    t->mu = t->gamma = t->sigma = t->B = t->D = NULL;
 }
 
 void ghf_params_copy(ghf_params *dst, const ghf_params *src)
@@ -36,7 +87,11 @@ void ghf_params_copy(ghf_params *dst, const ghf_params *src)
     const size_t d = (size_t)src->d;
     memcpy(dst->mu, src->mu, d * sizeof(double));
     memcpy(dst->gamma, src->gamma, d * sizeof(double));
-    memcpy(dst->sigma, src->sigma, d * d * sizeof(double));
+    if (dst->sigma && src->sigma) memcpy(dst->sigma, src->sigma, d * d * sizeof(double));
+    if (dst->D && src->D) {
+        memcpy(dst->D, src->D, d * sizeof(double));
+        if (src->nf > 0 && dst->nf == src->nf) memcpy(dst->B, src->B, d * (size_t)src->nf * sizeof(double));
+    }
     dst->p = src->p;
     dst->a = src->a;
     dst->b = src->b;
@@ -48,8 +103,12 @@ int ghf_params_finite(const ghf_params *t)
     const int d = t->d;
     for (int i = 0; i < d; i++)
         if (!isfinite(t->mu[i]) || !isfinite(t->gamma[i])) return 0;
-    for (int i = 0; i < d * d; i++)
-        if (!isfinite(t->sigma[i])) return 0;
+    if (t->sigma)
+        for (int i = 0; i < d * d; i++)
+            if (!isfinite(t->sigma[i])) return 0;
+    if (t->D)
+        for (int i = 0; i < d * (1 + t->nf); i++)
+            if (!isfinite(i < d ? t->D[i] : t->B[i - d])) return 0;
     return isfinite(t->p) && isfinite(t->a) && isfinite(t->b);
 }
 
@@ -122,19 +181,24 @@ int ghf_derive(const ghf_params *t, ghf_derived *g)
         w2 += s * s;
     }
     g->logdet = logdet;
-    g->c.P = t->p - 0.5 * d;
-    g->c.A = t->a + w2;
-    g->c.b = t->b;
-    g->c.log_A = log(g->c.A);
-    g->c.R = sqrt(t->p * t->p + t->a * t->b);
-    g->c.p2 = t->p * t->p;
-    g->c.a = t->a;
-    g->c.w2 = w2;
-    g->c.ll_const = -0.5 * d * GHF_LOG_2PI - 0.5 * logdet - ghf_gig_log_norm_s(t->p, t->a, t->b) + GHF_LN2;
+    return ghf_estep_consts_fill(t, d, logdet, w2, &g->c);
+}
+
+int ghf_estep_consts_fill(const ghf_params *t, int d, double logdet, double w2, ghf_estep_consts *c)
+{
+    c->P = t->p - 0.5 * d;
+    c->A = t->a + w2;
+    c->b = t->b;
+    c->log_A = log(c->A);
+    c->R = sqrt(t->p * t->p + t->a * t->b);
+    c->p2 = t->p * t->p;
+    c->a = t->a;
+    c->w2 = w2;
+    c->ll_const = -0.5 * d * GHF_LOG_2PI - 0.5 * logdet - ghf_gig_log_norm_s(t->p, t->a, t->b) + GHF_LN2;
     /* A = 0 only for a symmetric Student t (a = 0, gamma = 0): its posterior
      * is inverse Gamma, proper when P < 0 */
-    if (!isfinite(g->c.ll_const) || !(g->c.A >= 0.0) || (g->c.A == 0.0 && !(t->a == 0.0 && g->c.P < 0.0)) ||
-        (g->c.A > 0.0 && !isfinite(g->c.log_A)))
+    if (!isfinite(c->ll_const) || !(c->A >= 0.0) || (c->A == 0.0 && !(t->a == 0.0 && c->P < 0.0)) ||
+        (c->A > 0.0 && !isfinite(c->log_A)))
         return -1;
     return 0;
 }
@@ -186,7 +250,13 @@ void ghf_params_normalize(ghf_params *t, double logdet_sigma)
     if (ghf_params_gaussian(t)) return; /* no scale orbit without a mixing variable */
     const double s = exp(-logdet_sigma / d);
     if (!isfinite(s) || s <= 0.0) return;
-    for (int i = 0; i < d * d; i++) t->sigma[i] *= s;
+    if (t->sigma)
+        for (int i = 0; i < d * d; i++) t->sigma[i] *= s;
+    if (t->D) {
+        const double sq = sqrt(s);
+        for (int i = 0; i < d; i++) t->D[i] *= s;
+        for (int i = 0; i < d * t->nf; i++) t->B[i] *= sq;
+    }
     for (int i = 0; i < d; i++) t->gamma[i] *= s;
     t->a *= s;
     t->b /= s;

@@ -13,9 +13,28 @@ typedef struct ghf_params {
     int d;
     double *mu;    /* [d] */
     double *gamma; /* [d] */
-    double *sigma; /* [d*d], row-major, symmetric positive definite */
+    double *sigma; /* [d*d], row-major, symmetric positive definite (see disp) */
     double p, a, b;
+    /* The dispersion's form (--sigma; docs/math.md 9): GHF_DISP_FULL (the
+     * default, zero: sigma holds it), or Sigma = B B' + D with B [d*nf]
+     * row-major (nf factors; none for GHF_DISP_DIAG) and D [d] diagonal.  A
+     * factor-form fit's EM state leaves sigma NULL (never d x d per
+     * iteration); results carry B, D and sigma = B B' + D formed once. */
+    int disp;
+    int nf;
+    double *B, *D;
 } ghf_params;
+
+enum { GHF_DISP_FULL = 0, GHF_DISP_DIAG = 1, GHF_DISP_FACTOR = 2 };
+
+/* Parameters of the factor form: nf = 0 is diag; with_sigma also allocates
+ * sigma [d*d].  0, or -1 (out of memory). */
+int  ghf_params_alloc_factor(ghf_params *t, int d, int nf, int with_sigma);
+/* sigma = B B' + D (t->sigma allocated) */
+void ghf_params_factor_sigma(ghf_params *t);
+/* log|B B' + D| by the matrix determinant lemma: sum log D + log|I + B' D^-1 B|;
+ * NaN if D is not positive or I + B'D^-1B is not positive definite. */
+double ghf_factor_logdet(int d, int nf, const double *B, const double *D);
 
 int  ghf_params_alloc(ghf_params *t, int d);
 void ghf_params_free(ghf_params *t);
@@ -42,6 +61,11 @@ int  ghf_derived_alloc(ghf_derived *g, int d);
 void ghf_derived_free(ghf_derived *g);
 /* 0 on success; -1 if Sigma is not positive definite or a constant is not finite. */
 int  ghf_derive(const ghf_params *t, ghf_derived *g);
+
+/* The E-step constants of t for a Sigma with log|Sigma| = logdet and
+ * gamma' Sigma^-1 gamma = w2 (ghf_derive's for every form).  0, or -1 when
+ * a constant is not finite or the posterior is improper. */
+int  ghf_estep_consts_fill(const ghf_params *t, int d, double logdet, double w2, ghf_estep_consts *c);
 
 /* 1 for the Gaussian (no mixing variable: p, a and b are NaN, Sigma is the covariance). */
 int  ghf_params_gaussian(const ghf_params *t);

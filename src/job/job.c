@@ -28,6 +28,8 @@ void ghf_job_defaults(ghf_job *j)
     j->tol[0] = GHF_DEFAULT_TOL;
     j->n_seed = 1;
     j->seed[0] = 1;
+    j->n_sigma = 1;
+    j->sigma[0] = -1;
     j->win_count = -1;
     j->max_iter = GHF_DEFAULT_MAX_ITER;
     j->starts = GHF_DEFAULT_STARTS;
@@ -240,6 +242,85 @@ static int parse_seed(pctx *c, yaml_node_t *n, ghf_job *j)
         j->seed[i] = v;
     }
     j->n_seed = k;
+    return 0;
+}
+
+int ghf_sigma_parse(const char *s, int *r, char *why, size_t whylen)
+{
+    if (!strcmp(s, "full")) {
+        *r = -1;
+        return 0;
+    }
+    if (!strcmp(s, "diag")) {
+        *r = 0;
+        return 0;
+    }
+    int v = 0;
+    if (strncmp(s, "factor:", 7) || ghf_parse_int(s + 7, &v) || v < 0 || v > 100000) {
+        snprintf(why, whylen, "'%s' is not full, diag or factor:R with R a positive integer", s);
+        return -1;
+    }
+    if (v == 0) {
+        snprintf(why, whylen, "'%s': a factor form needs R >= 1 factors (diag is the form without factors)", s);
+        return -1;
+    }
+    *r = v;
+    return 0;
+}
+
+const char *ghf_sigma_label(int r, char *buf, size_t len)
+{
+    if (r < 0) snprintf(buf, len, "full");
+    else if (r == 0) snprintf(buf, len, "diag");
+    else snprintf(buf, len, "factor:%d", r);
+    return buf;
+}
+
+static int sigma_nonfull(const ghf_job *j)
+{
+    for (int i = 0; i < j->n_sigma; i++)
+        if (j->sigma[i] >= 0) return 1;
+    return 0;
+}
+
+int ghf_job_factor_only(const ghf_job *j)
+{
+    for (int i = 0; i < j->n_sigma; i++)
+        if (j->sigma[i] < 0) return 0;
+    return j->n_sigma > 0;
+}
+
+int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen)
+{
+    if (!sigma_nonfull(j)) return 0;
+    const char *s = j->source ? j->source : "job";
+    const char *why = j->missing_em ? "--missing em (missing: em)"
+                      : j->se ? "standard errors (--se, se:)"
+                      : j->checkpoint ? "checkpoints (--checkpoint, checkpoint:)"
+                      : j->backend && !strcmp(j->backend, "cuda") ? "--backend cuda (the factor form runs on the CPU backend only)"
+                      : NULL;
+    if (why) {
+        snprintf(err, errlen, "%s: --sigma diag|factor:R (sigma:) is not available with %s", s, why);
+        return 2;
+    }
+    return 0;
+}
+
+static int parse_sigma(pctx *c, yaml_node_t *n, ghf_job *j)
+{
+    yaml_node_t *it[GHF_JOB_MAX_AXIS];
+    int k;
+    if (axis_items(c, "sigma", n, it, &k)) return 2;
+    for (int i = 0; i < k; i++) {
+        int v = 0;
+        char why[160];
+        if (it[i]->type != YAML_SCALAR_NODE) return perr(c, it[i], "sigma: expected full, diag or factor:R");
+        if (ghf_sigma_parse(scalar(it[i]), &v, why, sizeof why)) return perr(c, it[i], "sigma: %s", why);
+        for (int q = 0; q < i; q++)
+            if (j->sigma[q] == v) return perr(c, it[i], "sigma: '%s' is listed twice", scalar(it[i]));
+        j->sigma[i] = v;
+    }
+    j->n_sigma = k;
     return 0;
 }
 
@@ -459,6 +540,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     if (!strcmp(key, "p")) return parse_p(c, v, j);
     if (!strcmp(key, "tol")) return parse_tol(c, v, j);
     if (!strcmp(key, "seed")) return parse_seed(c, v, j);
+    if (!strcmp(key, "sigma")) return parse_sigma(c, v, j);
     if (!strcmp(key, "windows")) {
         static const char *const wk[] = {"start", "length", "step", "count", NULL};
         j->has_windows = 1;
@@ -599,7 +681,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
                                           "slice", "se", "risk", "eval", "gof", "optimize", "weights", "halflife", "missing",
-                                          NULL};
+                                          "sigma", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -668,6 +750,7 @@ int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
         return 2;
     }
     if (ghf_job_check_weights(j, err, errlen)) return 2;
+    if (ghf_job_check_sigma(j, err, errlen)) return 2;
     int any_free = 0;
     for (int i = 0; i < j->n_family; i++) any_free |= family_p_free(j->family[i]);
     for (int i = 0; i < j->n_p; i++) {
@@ -794,6 +877,14 @@ char *ghf_job_config_text(const ghf_job *j)
     sb_printf(&b, "]\nseed: [");
     for (int i = 0; i < j->n_seed; i++) sb_printf(&b, "%s%lld", i ? ", " : "", (long long)j->seed[i]);
     sb_printf(&b, "]\n");
+    if (sigma_nonfull(j)) {
+        sb_printf(&b, "sigma: [");
+        for (int i = 0; i < j->n_sigma; i++) {
+            char lb[24];
+            sb_printf(&b, "%s%s", i ? ", " : "", ghf_sigma_label(j->sigma[i], lb, sizeof lb));
+        }
+        sb_printf(&b, "]\n");
+    }
     if (j->has_windows) {
         sb_printf(&b, "windows: {start: %lld, length: %lld, step: %lld", (long long)j->win_start,
                   (long long)j->win_len, (long long)j->win_step);
@@ -897,6 +988,11 @@ uint64_t ghf_job_hash(const ghf_job *j)
         snprintf(buf, sizeof buf, "s%lld|", (long long)j->seed[i]);
         h = ghf_hash_bytes(h, buf, strlen(buf));
     }
+    if (sigma_nonfull(j)) /* full alone: the hash of before the sigma axis */
+        for (int i = 0; i < j->n_sigma; i++) {
+            snprintf(buf, sizeof buf, "sig%d|", j->sigma[i]);
+            h = ghf_hash_bytes(h, buf, strlen(buf));
+        }
     snprintf(buf, sizeof buf, "w%d:%lld:%lld:%lld:%lld|ws%d|mi%d|st%d|ac%d|be%s|sl%d/%d", j->has_windows,
              (long long)j->win_start, (long long)j->win_len, (long long)j->win_step, (long long)j->win_count,
              j->warm_start, j->max_iter, j->starts, j->accel, j->backend ? j->backend : "auto", j->slice_k, j->slice_n);
@@ -977,10 +1073,12 @@ void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN])
  * families whose p is free */
 static int spec_name(const ghf_fit_spec *s, const char *plab, const char *tlab, char *buf, size_t len)
 {
-    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "";
+    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "", sg[24] = "";
     if (family_p_free(s->family)) snprintf(p, sizeof p, "_p%.*s", GHF_JOB_LABEL_LEN - 1, s->fix_p ? plab : "free");
     if (s->window >= 0) snprintf(w, sizeof w, "_w%06d", s->window);
-    return snprintf(buf, len, "%s%s%s_tol%.*s_s%lld%s", ghf_family_name(s->family), s->symmetric ? "_sym" : "", p,
+    if (s->sigma_r == 0) snprintf(sg, sizeof sg, "_diag");
+    else if (s->sigma_r > 0) snprintf(sg, sizeof sg, "_f%d", s->sigma_r);
+    return snprintf(buf, len, "%s%s%s%s_tol%.*s_s%lld%s", ghf_family_name(s->family), sg, s->symmetric ? "_sym" : "", p,
                     GHF_JOB_LABEL_LEN, tlab, (long long)s->seed, w);
 }
 
@@ -1050,6 +1148,9 @@ static int names_check(const ghf_job *j, int64_t nwin, char (*plab)[GHF_JOB_LABE
                     s.symmetric = j->sym[0] || j->sym[j->n_sym - 1]; /* the longer name, if any */
                     s.fix_p = family_p_free(s.family) && j->p[pi].fixed;
                     s.seed = j->seed[si];
+                    s.sigma_r = -1;
+                    for (int q = 0; q < j->n_sigma; q++) /* the longest label */
+                        if (j->sigma[q] > s.sigma_r) s.sigma_r = j->sigma[q];
                     s.window = j->has_windows ? (int)(nwin - 1) : -1;
                     char buf[256];
                     if (spec_name(&s, plab[pi], tlab[ti], buf, sizeof buf) > 63) {
@@ -1104,10 +1205,10 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
             return 2;
         }
     }
-    /* chains: family x symmetric x p (families with a free p) x tol x seed */
+    /* chains: family x sigma x symmetric x p (families with a free p) x tol x seed */
     int64_t nchain = 0;
     for (int f = 0; f < j->n_family; f++)
-        nchain += (int64_t)j->n_sym * (family_p_free(j->family[f]) ? j->n_p : 1) * j->n_tol * j->n_seed;
+        nchain += (int64_t)j->n_sigma * j->n_sym * (family_p_free(j->family[f]) ? j->n_p : 1) * j->n_tol * j->n_seed;
     const int64_t total = nchain * nwin;
     if (total > 10000000) {
         snprintf(err, errlen, "%s: the sweep has %lld fits (at most 10,000,000)", src, (long long)total);
@@ -1129,7 +1230,8 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
         return 1;
     }
     int idx = 0, chain = 0;
-    for (int f = 0; f < j->n_family; f++) {
+    for (int f = 0; f < j->n_family; f++)
+    for (int gi = 0; gi < j->n_sigma; gi++) {
         const int np = family_p_free(j->family[f]) ? j->n_p : 1;
         for (int yi = 0; yi < j->n_sym; yi++)
             for (int pi = 0; pi < np; pi++)
@@ -1144,6 +1246,7 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
                             s->p = s->fix_p ? j->p[pi].value : 0.0;
                             s->tol = j->tol[ti];
                             s->seed = j->seed[si];
+                            s->sigma_r = j->sigma[gi];
                             s->chain = chain;
                             if (j->has_windows) {
                                 s->window = (int)w;

@@ -48,6 +48,9 @@ typedef struct ghf_job {
     int n_p;      ghf_job_p p[GHF_JOB_MAX_AXIS];
     int n_tol;    double tol[GHF_JOB_MAX_AXIS];
     int n_seed;   int64_t seed[GHF_JOB_MAX_AXIS];
+    /* the dispersion's form (--sigma, job key `sigma`): -1 full (default),
+     * 0 diag, R > 0 factor:R (Sigma = B B' + D; docs/math.md 9) */
+    int n_sigma;  int sigma[GHF_JOB_MAX_AXIS];
     /* rolling windows (relative to the data window) */
     int has_windows;
     int64_t win_start, win_len, win_step, win_count; /* win_count < 0: as many as fit */
@@ -121,6 +124,17 @@ int ghf_job_load_file(MPI_Comm comm, const char *path, ghf_job *j, char *err, si
  * or 2/1 with one message naming the file. */
 int ghf_job_read_file(const char *path, char **text, size_t *len, char *err, size_t errlen);
 
+/* "full" -> -1, "diag" -> 0, "factor:R" -> R (1 <= R <= 100000): 0, or
+ * -1 with the reason in why (names the value). */
+int ghf_sigma_parse(const char *s, int *r, char *why, size_t whylen);
+/* The label of a form: "full", "diag", "factor:R" (buf of 24). */
+const char *ghf_sigma_label(int r, char *buf, size_t len);
+/* 1 when every fit of the job has the factor form (no sigma value is full) */
+int ghf_job_factor_only(const ghf_job *j);
+/* The settings a dispersion form other than full cannot be combined with
+ * (--missing em, --se, --checkpoint, --backend cuda).  0, or 2 with a message. */
+int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen);
+
 /* Checks that need every key and override applied (required keys, ranges).
  * Returns 0 or 2 with a message. */
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
@@ -153,6 +167,7 @@ typedef struct ghf_fit_spec {
     double p;
     double tol;
     int64_t seed;
+    int sigma_r;      /* the dispersion's form: -1 full, 0 diag, R factors */
     int chain;        /* fits that share family, p, tol and seed */
     int window;       /* window index, -1 without windows */
     int64_t row_start, row_len; /* rows of the data set (absolute), row_len < 0: to the end */

@@ -17,6 +17,18 @@ static int one(const ghf_risk_law *lw, const ghf_uni_plan *pl, int K, const doub
 {
     const int d = lw->d;
     double m = 0.0, g = 0.0, s2 = 0.0;
+    if (lw->D) { /* Sigma = B B' + diag(D): s^2 = w'Dw + |B'w|^2 */
+        const int r = lw->nf;
+        double bw[r > 0 ? r : 1];
+        for (int k = 0; k < r; k++) bw[k] = 0.0;
+        for (int j = 0; j < d; j++) {
+            m -= wi[j] * lw->mu[j];
+            g -= wi[j] * lw->gamma[j];
+            s2 += lw->D[j] * wi[j] * wi[j];
+            for (int k = 0; k < r; k++) bw[k] += lw->B[(size_t)j * r + k] * wi[j];
+        }
+        for (int k = 0; k < r; k++) s2 += bw[k] * bw[k];
+    } else
     for (int j = 0; j < d; j++) {
         double t = 0.0;
         for (int k = 0; k < d; k++) t += lw->sigma[(size_t)j * d + k] * wi[k];

@@ -14,6 +14,10 @@ typedef struct ghf_risk_law {
     int gauss, d;
     double p, a, b;
     const double *mu, *gamma, *sigma;
+    /* the factor form (D not NULL; docs/math.md 9): w' Sigma w = |B'w|^2 + w'Dw, O(d R)
+     * per portfolio, sigma not read; B [d*nf] */
+    int nf;
+    const double *B, *D;
 } ghf_risk_law;
 
 /* VaR/ES at the K levels alpha (K <= GHF_RISK_MAX_ALPHA) of the n portfolios

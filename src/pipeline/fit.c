@@ -202,6 +202,12 @@ int ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *ou
 int ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, ghf_data *out,
                               char *err, size_t errlen)
 {
+    return ghf_data_prepare_rows(comm, s, w, what, (int64_t)s->d + 1, out, err, errlen);
+}
+
+int ghf_data_prepare_rows(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, int64_t min_rows,
+                          ghf_data *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     out->w = w;
     const int d = s->d;
@@ -223,9 +229,13 @@ int ghf_data_prepare_weighted(MPI_Comm comm, ghf_shard *s, const double *w, cons
         ghf_data_free(out);
         return 1;
     }
-    if (s->n_global < (int64_t)d + 1) {
-        snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
-                 (long long)s->n_global, d, d + 1);
+    if (s->n_global < min_rows) {
+        if (min_rows > d)
+            snprintf(err, errlen, "%s: %lld rows but %d columns: at least d + 1 = %d rows are needed", what,
+                     (long long)s->n_global, d, d + 1);
+        else
+            snprintf(err, errlen, "%s: %lld rows: at least %lld are needed", what, (long long)s->n_global,
+                     (long long)min_rows);
         free(buf), free(mad), free(zlim);
         ghf_data_free(out);
         return 2;
@@ -457,6 +467,11 @@ void ghf_data_params_to_internal(const ghf_data *g, const ghf_params *in, ghf_pa
         out->gamma[j] = ldexp(in->gamma[j], k);
     }
     for (int j = 0; j < d * d; j++) out->sigma[j] = ldexp(in->sigma[j], 2 * k);
+    if (in->D && out->D)
+        for (int j = 0; j < d * (1 + in->nf); j++) {
+            if (j < d) out->D[j] = ldexp(in->D[j], 2 * k);
+            else out->B[j - d] = ldexp(in->B[j - d], k);
+        }
 }
 
 void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params *out)
@@ -469,6 +484,11 @@ void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params
     }
     if (k != 0) {
         for (int j = 0; j < d * d; j++) out->sigma[j] = ldexp(in->sigma[j], -2 * k);
+        if (in->D && out->D)
+            for (int j = 0; j < d * (1 + in->nf); j++) {
+                if (j < d) out->D[j] = ldexp(in->D[j], -2 * k);
+                else out->B[j - d] = ldexp(in->B[j - d], -k);
+            }
         /* |Sigma| went from 1 to 2^(-2kd): back to the |Sigma| = 1 gauge */
         ghf_params_normalize(out, -2.0 * k * d * GHF_LN2);
     }
@@ -481,7 +501,9 @@ int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
     out->n_obs = data->n_global;
     out->mean = calloc((size_t)d, sizeof(double));
     out->cov = calloc((size_t)d * (size_t)d, sizeof(double));
-    if (!out->mean || !out->cov || ghf_params_alloc(&out->outp, d)) return 1;
+    if (!out->mean || !out->cov) return 1;
+    if (out->em.params.D ? ghf_params_alloc_factor(&out->outp, d, out->em.params.nf, 1) : ghf_params_alloc(&out->outp, d))
+        return 1;
     ghf_data_params_to_data(data, &out->em.params, &out->outp);
     out->mu = out->outp.mu;
     if (data->scale_log2 != 0) {
@@ -494,7 +516,7 @@ int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
     out->moments_ok = ghf_params_moments(&out->outp, out->mean, out->cov, out->moments_note,
                                          sizeof out->moments_note) == 0;
     const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
-    const int k = ghf_model_nparams(&m, d);
+    const int k = ghf_model_nparams(&m, d) - d * (d + 1) / 2 + ghf_disp_nparams(d, out->sigma_r);
     out->aic = -2.0 * out->em.loglik + 2.0 * k;
     /* weighted: BIC with the effective number of observations (sum w)^2 / sum w^2 */
     out->bic = -2.0 * out->em.loglik + k * log(data->w ? out->n_eff : (double)data->n_global);
@@ -550,10 +572,19 @@ int ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out)
     return 0;
 }
 
+int ghf_disp_nparams(int d, int r)
+{
+    /* full: d(d+1)/2; B modulo its rotations B -> B Q: d r - r(r-1)/2; D: d */
+    return r < 0 ? d * (d + 1) / 2 : d * r - r * (r - 1) / 2 + d;
+}
+
 void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec)
 {
     memset(rec, 0, sizeof *rec);
     const ghf_params *t = &out->outp;
+    rec->factors = t->D ? t->nf : -1;
+    rec->B = t->D ? t->B : NULL;
+    rec->D = t->D;
     rec->name = out->name;
     rec->family = ghf_family_name(out->family);
     rec->n_obs = out->n_obs;

@@ -61,6 +61,10 @@ void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params
 
 /* Collective.  Centres s->x in place.  Returns 0, or 2 with a message if the
  * data are unusable (fewer than d + 1 rows, a constant column, ...). */
+/* ghf_data_prepare_weighted with at least min_rows rows instead of d + 1
+ * (the factor form fits N < d: docs/math.md 9). */
+int  ghf_data_prepare_rows(MPI_Comm comm, ghf_shard *s, const double *w, const char *what, int64_t min_rows,
+                           ghf_data *out, char *err, size_t errlen);
 int  ghf_data_prepare(MPI_Comm comm, ghf_shard *s, const char *what, ghf_data *out, char *err, size_t errlen);
 /* The same for weighted EM: w[nrows] (NULL: unweighted) weighs the moments
  * EM starts from (and the Gaussian limit's log-likelihood); out->w = w. */
@@ -83,6 +87,7 @@ typedef struct ghf_fit_out {
     double p_fixed;
     int64_t n_obs;
     int d;
+    int sigma_r;       /* the dispersion's form: -1 full, 0 diag, R factors */
     ghf_em_result em;  /* parameters in internal coordinates; loglik and trace
                           in data coordinates after ghf_fit_out_finish */
     ghf_params outp;   /* the fitted parameters in data coordinates */
@@ -123,6 +128,9 @@ int  ghf_fit_out_se(MPI_Comm comm, ghf_fit_out *out, const ghf_data *data, int m
  * gather; test hook GHFIT_TEST_FAIL=gather@0). */
 int  ghf_fit_out_gather(MPI_Comm comm, ghf_fit_out *out);
 /* A record pointing into out (valid while out lives). */
+/* Free parameters of the dispersion (AIC/BIC): full d(d+1)/2 (r < 0),
+ * else d r - r(r-1)/2 + d (B up to rotation, D). */
+int ghf_disp_nparams(int d, int r);
 void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_record *rec);
 void ghf_fit_out_free(ghf_fit_out *out);
 

@@ -12,7 +12,8 @@
 ghf_io_plan ghf_io_plan_of(const ghf_job *j, int fit, int n_ranks)
 {
     const ghf_io_plan p = {.data = j->data_file, .dataset = j->dataset, .win_start = fit ? j->rows_start : 0,
-                           .win_len = fit ? j->rows_len : -1, .fit_shape = fit, .n_ranks = n_ranks,
+                           .win_len = fit ? j->rows_len : -1, .fit_shape = fit,
+                           .factor_only = ghf_job_factor_only(j), .n_ranks = n_ranks,
                            .job_file = fit ? NULL : j->source, .out = j->out, .out_kind = GHF_PATH_RESULT,
                            .checkpoint = j->checkpoint};
     return p;
@@ -29,7 +30,8 @@ static int check_inputs(const ghf_io_plan *p, int64_t *n_rows, int *d, char *fil
     snprintf(what, sizeof what, "%s:%s", p->data, p->dataset && *p->dataset ? p->dataset : "/X");
     int64_t rows = 0;
     st = ghf_h5_window(what, *n_rows, p->win_start, p->win_len, &rows, err, errlen);
-    if (!st) st = ghf_fit_shape_check(what, rows, *d, p->n_ranks, err, errlen);
+    /* the factor form fits N < d (docs/math.md 9): the d + 1 rows of a full Sigma are not needed */
+    if (!st) st = ghf_fit_shape_check(what, p->factor_only && rows < *d + 1 ? *d + 1 : rows, *d, p->n_ranks, err, errlen);
     return st;
 }
 

@@ -15,6 +15,7 @@ typedef struct ghf_io_plan {
     const char *data, *dataset;  /* the input matrix (NULL: none, e.g. generate) */
     int64_t win_start, win_len;  /* fit: the row window (win_len < 0: to the end) */
     int fit_shape;               /* 1: the window must be fittable on n_ranks ranks */
+    int factor_only;             /* every fit has the factor form: fewer rows than d + 1 are fine */
     int n_ranks;
     const char *job_file;        /* run: the job file (an input) or NULL */
     const char *out;             /* the output file */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "family.h"
+#include "fit.h"
 
 #define MIXTURE "0.5 chi2(0) + 0.5 chi2(1)"
 
@@ -33,7 +34,7 @@ static int same_model(const ghf_lrt_fit *a, const ghf_lrt_fit *b)
 {
     const double pa = extra_p(a), pb = extra_p(b);
     return strcmp(a->s->family, b->s->family) == 0 && a->m->symmetric == b->m->symmetric &&
-           ((isnan(pa) && isnan(pb)) || pa == pb);
+           ((isnan(pa) && isnan(pb)) || pa == pb) && a->m->factors == b->m->factors;
 }
 
 static const ghf_family_def *def_of(const ghf_lrt_fit *x)
@@ -53,6 +54,15 @@ static int nested(const ghf_lrt_fit *r, const ghf_lrt_fit *f, const char **ref)
     const double rp = extra_p(r), fp = extra_p(f);
     const int rs = r->m->symmetric, fs = f->m->symmetric, d = r->s->d;
     *ref = NULL;
+    if (r->m->factors != f->m->factors) {
+        /* the dispersion's forms, the rest alike: diag < factor:R < factor:R' (R < R') < full, df the
+         * difference of the parameter counts (B up to rotation); a factor form with as many
+         * parameters as full or more is not a restriction of it */
+        if (rd != fd || rs != fs || !((isnan(rp) && isnan(fp)) || rp == fp) || rs < 0) return 0;
+        const int rk = ghf_disp_nparams(d, r->m->factors), fk = ghf_disp_nparams(d, f->m->factors);
+        const int r_inside = f->m->factors < 0 || (r->m->factors >= 0 && r->m->factors < f->m->factors);
+        return r_inside && fk > rk ? fk - rk : 0;
+    }
     if (!rd || !fd || rs < 0 || fs < 0 || rd->sub == GHF_SUB_NONE || fd->sub == GHF_SUB_NONE) return 0;
     const int r_pfixed = !isnan(rd->family_p(d)) || !isnan(rp);
     if (rd == fd && ((isnan(rp) && isnan(fp)) || rp == fp) && rs && !fs) return d; /* gamma = 0 */
@@ -73,7 +83,9 @@ static void model_name(const ghf_lrt_fit *x, char *buf, size_t len)
     const double p = extra_p(x);
     int k = snprintf(buf, len, "%s", x->s->family);
     if (x->m->symmetric > 0 && k > 0 && (size_t)k < len) k += snprintf(buf + k, len - (size_t)k, " sym");
-    if (!isnan(p) && k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, " p=%g", p);
+    if (!isnan(p) && k > 0 && (size_t)k < len) k += snprintf(buf + k, len - (size_t)k, " p=%g", p);
+    if (x->m->factors == 0 && k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, " diag");
+    else if (x->m->factors > 0 && k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, " f%d", x->m->factors);
 }
 
 /* a weighted fit (as the Python lr_tests: loglik_unweighted present and not

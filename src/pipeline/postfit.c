@@ -163,7 +163,8 @@ static int fit_risk(post *q, int i, const ghf_fit_record *r, const ghf_fit_law *
     double *var = malloc((size_t)P * K * sizeof(double)), *es = malloc((size_t)P * K * sizeof(double));
     double *ex = malloc((size_t)P * K * sizeof(double));
     int st = var && es && ex ? 0 : 1;
-    const ghf_risk_law lw = {fam == GHF_FAMILY_GAUSS, d, law->p, law->a, law->b, law->mu, law->gamma, law->sigma};
+    const ghf_risk_law lw = {fam == GHF_FAMILY_GAUSS, d, law->p, law->a, law->b, law->mu, law->gamma, law->sigma,
+                             r->D ? r->factors : 0, r->D ? r->B : NULL, r->D};
     int64_t bad = -1;
     int ws = st ? -1 : ghf_risk_portfolios(&lw, K, q->j->risk_alpha, (size_t)P, q->W, P, 0, var, es, &bad);
     if (ws < 0) {

@@ -16,9 +16,21 @@ int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int 
             char what[1200];
             snprintf(what, sizeof what, "%s: the window of fit %d (rows %lld + %lld of %s:%s)", j->source, i,
                      (long long)specs[i].row_start, (long long)specs[i].row_len, j->data_file, j->dataset);
-            st = ghf_fit_shape_check(what, specs[i].row_len, d, size, err, errlen);
+            const int64_t rows = ghf_job_factor_only(j) && specs[i].row_len < d + 1 ? d + 1 : specs[i].row_len;
+            st = ghf_fit_shape_check(what, rows, d, size, err, errlen);
         }
     return st;
+}
+
+int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, char *err, size_t errlen)
+{
+    for (int i = 0; i < n_specs; i++)
+        if (specs[i].sigma_r >= d) { /* --sigma factor:R needs R < d */
+            snprintf(err, errlen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
+                     specs[i].sigma_r, d);
+            return 2;
+        }
+    return 0;
 }
 
 ghf_ckpt_id ghf_pipeline_ckpt_id(const ghf_job *j, ghf_pipe_mode mode, int64_t n_rows, int d, int n_specs,

@@ -67,11 +67,19 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
     }
     /* --missing em (a flag, then the block) */
     ghf_pack_i64(b, r->missing ? 1 : 0);
-    if (!r->missing) return;
-    ghf_pack_str(b, r->missing);
-    ghf_pack_i64(b, r->n_incomplete);
-    ghf_pack_f64(b, r->missing_fraction);
-    ghf_pack_f64s(b, r->missing_counts, r->missing_counts ? r->n_missing_counts : 0);
+    if (r->missing) {
+        ghf_pack_str(b, r->missing);
+        ghf_pack_i64(b, r->n_incomplete);
+        ghf_pack_f64(b, r->missing_fraction);
+        ghf_pack_f64s(b, r->missing_counts, r->missing_counts ? r->n_missing_counts : 0);
+    }
+    /* the factor form (a flag, then the block; absent from full-form records) */
+    if (r->D) {
+        ghf_pack_i64(b, 1);
+        ghf_pack_i64(b, r->factors);
+        ghf_pack_f64s(b, r->B, r->factors > 0 ? d * r->factors : 0);
+        ghf_pack_f64s(b, r->D, d);
+    }
 }
 
 static void pack_se(ghf_pack *b, const ghf_fit_se *e, int64_t d)
@@ -151,6 +159,8 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->mean);
     free(rec->cov);
     free(rec->phase_s);
+    free(rec->fB);
+    free(rec->fD);
     for (int i = 0; i < 3; i++) free(rec->se_str[i]);
     for (int i = 0; i < 6; i++) free(rec->se_arr[i]);
     memset(rec, 0, sizeof *rec);
@@ -220,6 +230,13 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
         r->missing_counts = rec->missing_counts = ghf_unpack_f64s(u, &nmc);
         r->n_missing_counts = (int)nmc;
         if (!r->missing || (r->missing_counts && nmc != d + 1)) u->bad = 1;
+    }
+    if (!u->bad && u->off < u->n && ghf_unpack_i64(u) != 0) { /* the factor form */
+        r->factors = (int)ghf_unpack_i64(u);
+        int64_t nb = 0, nd = 0;
+        r->B = rec->fB = ghf_unpack_f64s(u, &nb);
+        r->D = rec->fD = ghf_unpack_f64s(u, &nd);
+        if (r->factors < 0 || nd != d || !r->D || (r->factors > 0 && (nb != d * r->factors || !r->B))) u->bad = 1;
     }
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||

@@ -15,7 +15,7 @@ typedef struct ghf_rec {
     int64_t index;      /* the fit's index in the job */
     ghf_fit_record r;   /* every pointer points into this struct's own allocations */
     char *name, *family, *status, *backend, *moments_note, *data_file, *dataset, *device, *weights, *missing;
-    double *trace, *mu, *gamma, *sigma, *mean, *cov, *phase_s, *missing_counts;
+    double *trace, *mu, *gamma, *sigma, *mean, *cov, *phase_s, *missing_counts, *fB, *fD;
     ghf_fit_se se;      /* r.se points here when the record has standard errors */
     char *se_str[3];    /* method, reason, names */
     double *se_arr[6];  /* mu, gamma, sigma, mean, cov, param_cov */

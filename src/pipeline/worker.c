@@ -402,7 +402,11 @@ static int cache_load(group_ctx *g, data_cache *dc, const ghf_fit_spec *s, const
     if (dc->has_missing)
         st = ghf_data_prepare_missing(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
     else
-        st = ghf_data_prepare_weighted(g->gcomm, &dc->shard, wuse, what, &dc->data, err, errlen);
+    {
+        /* N < d + 1 rows only when every fit of the job has the factor form */
+        st = ghf_data_prepare_rows(g->gcomm, &dc->shard, wuse, what, ghf_job_factor_only(j) ? 2 : (int64_t)dc->shard.d + 1, &dc->data,
+                                   err, errlen);
+    }
     if (st) {
         *data_bad = st == GHF_EXIT_USAGE;
         ghf_shard_free(&dc->shard);
@@ -636,7 +640,24 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
     out.fix_p = s->fix_p;
     out.p_fixed = s->p;
     out.n_dropped = dc->shard.n_dropped;
-    int st = ghf_em_fit(g->gcomm, dc->be, data->d, &eo, &out.em, msg, msglen);
+    out.sigma_r = s->sigma_r;
+    int st;
+    if (s->sigma_r >= data->d) { /* the same verdict on every rank */
+        snprintf(msg, msglen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
+                 s->sigma_r, data->d);
+        st = GHF_EXIT_USAGE;
+    } else if (s->sigma_r >= 0) {
+        /* Sigma = B B' + D (diag: no B): the factor EM on the host rows; the
+         * backend, if CUDA under --backend auto, is not used for it */
+        if (g->grank == 0 && !j->quiet && !strcmp(dc->be->name, "cuda")) {
+            printf("ghfit: note: %s: --sigma %s runs on the CPU (the CUDA backend has no factor E-step)\n", s->name,
+                   s->sigma_r ? "factor" : "diag");
+            fflush(stdout);
+        }
+        st = ghf_em_fit_factor(g->gcomm, data->x, data->w, data->nrows, data->d, s->sigma_r, &eo, &out.em, msg, msglen);
+    } else {
+        st = ghf_em_fit(g->gcomm, dc->be, data->d, &eo, &out.em, msg, msglen);
+    }
     if (have_init) ghf_params_free(&init);
     if (have_rstate) ghf_em_state_free(&rstate);
     int outcome = FIT_DONE;
@@ -672,8 +693,10 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         out.weights = dc->wlabel;
         out.weight_sum = dc->wsum;
         out.n_eff = dc->wsum * dc->wsum / dc->wsum2;
-        if (ghf_em_loglik_unweighted(g->gcomm, dc->be, dc->miss, dc->has_missing, &out.em.params,
-                                     &out.loglik_unweighted, msg, msglen) > 0) {
+        if ((s->sigma_r >= 0 ? ghf_em_factor_loglik(g->gcomm, data->x, data->nrows, &out.em.params, &out.loglik_unweighted,
+                                                    msg, msglen)
+                             : ghf_em_loglik_unweighted(g->gcomm, dc->be, dc->miss, dc->has_missing, &out.em.params,
+                                                        &out.loglik_unweighted, msg, msglen)) > 0) {
             ghf_fit_out_free(&out);
             *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
             return FIT_ERROR;
@@ -729,7 +752,7 @@ static void resumed_done(const ghf_ckpt *resume, int dk, const ghf_fit_spec *s, 
         w->valid = 0;
         return;
     }
-    ghf_params t = {r.r.d, (double *)r.r.mu, (double *)r.r.gamma, (double *)r.r.sigma, r.r.p, r.r.a, r.r.b};
+    ghf_params t = {r.r.d, (double *)r.r.mu, (double *)r.r.gamma, (double *)r.r.sigma, r.r.p, r.r.a, r.r.b, 0, 0, NULL, NULL};
     warm_set(w, s->chain, r.r.mu, &t, strncmp(r.r.status, "failed", 6) != 0);
     ghf_rec_free(&r);
 }

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The factor form of the dispersion (--sigma diag|factor:R, job key sigma:;
+# src/em/em_factor.c, docs/math.md 9):
+#  - 1 to 4 ranks: the same log-likelihood within 1e-12 relative and the same
+#    iteration count (nig and gh, factor:2 and diag), a trace monotone to
+#    1e-12 relative;
+#  - every family, symmetric or not, gh with --p-fixed, weights (--halflife):
+#    a fit with the factor form, sigma_structure/factors attributes, params/B
+#    [d x R] and params/D [d], params/sigma = B B' + D (d <= 1000), |Sigma| = 1;
+#    gauss with a factor form is Gaussian factor analysis (allowed);
+#  - gh --p-fixed -0.5 factor:2 is nig factor:2 (1e-9);
+#  - N < d (d = 40, N = 30; gauss factor:2): a fit, not a refusal;
+#  - a sweep over sigma: [diag, factor:1, factor:2] names its fits *_diag, *_f1,
+#    *_f2 and factor:R's AIC uses d R - R(R-1)/2 + d dispersion parameters;
+#  - the fitted-law commands read a factor fit: eval's total is the fit's
+#    log-likelihood (1e-10), sample draws from it;
+#  - bad input: factor:0, factor:x, factor:R with R >= d, factor with
+#    --se, --checkpoint, --missing em, --backend cuda: exit 2, one line.
+# usage: fit_factor.sh GHFIT H5GET WORKDIR
+set -uo pipefail
+G=$1; H=$2; W=$3
+. "$(dirname "$0")/lib.sh"
+rm -rf "$W"; mkdir -p "$W"; cd "$W"
+MPI=mpirun
+fail=0
+die() { echo "FAIL: $*"; exit 1; }
+# data with a two-factor dispersion: a nig factor:2 law sampled
+"$G" generate --model nig --dim 6 --n 2000 --seed 5 --out g.h5 >/dev/null || die "generate"
+"$G" fit --data g.h5 --model nig --sigma factor:2 --out law.h5 --quiet --max-iter 200 || die "law fit"
+"$G" sample --model law.h5 --n 3001 --seed 9 --out data.h5 --quiet || die "sample"
+
+monotone() { # FILE FIT: the trace never falls by more than 1e-12 relative
+  "$H" "$1" /fits/$2/loglik | awk 'NR > 1 { if ($1 < prev - 1e-12 * (prev < 0 ? -prev : prev)) n++ } { prev = $1 } END { exit n > 0 }'
+}
+
+for spec in "nig factor:2" "gh factor:2" "t diag"; do
+  set -- $spec; m=$1; s=$2
+  ref_ll=""; ref_it=""
+  for np in 1 2 3 4; do
+    rm -f r.h5
+    $MPI -np $np "$G" fit --data data.h5 --model $m --sigma $s --out r.h5 --quiet --max-iter 3000 || { echo "FAIL [$m $s np$np]: exit"; fail=1; continue; }
+    ll=$("$H" r.h5 /fits/$m loglik); it=$("$H" r.h5 /fits/$m n_iter); st=$("$H" r.h5 /fits/$m status)
+    monotone r.h5 $m || { echo "FAIL [$m $s np$np]: the log-likelihood falls"; fail=1; }
+    if [ -z "$ref_ll" ]; then
+      ref_ll=$ll; ref_it=$it; echo "ok   [$m $s]: $it iterations, loglik $ll, $st"
+      case "$st" in converged*) ;; *) echo "FAIL [$m $s]: status '$st'"; fail=1;; esac
+      continue
+    fi
+    [ "$it" = "$ref_it" ] || { echo "FAIL [$m $s np$np]: $it iterations, 1 rank: $ref_it"; fail=1; }
+    relcheck "$ll" "$ref_ll" 1e-12 >/dev/null || { echo "FAIL [$m $s np$np]: loglik $ll vs $ref_ll"; fail=1; }
+  done
+done
+
+# every family, symmetric or not; the schema
+for m in gh hyp nig vg t gauss; do
+  for sym in "" --symmetric; do
+    [ "$m" = gauss ] && [ -n "$sym" ] && continue
+    rm -f f.h5
+    "$G" fit --data data.h5 --model $m $sym --sigma factor:2 --out f.h5 --quiet --max-iter 3000 >/dev/null 2>err.txt \
+      || { echo "FAIL [$m $sym]: exit"; cat err.txt; fail=1; continue; }
+    st=$("$H" f.h5 /fits/$m status); ss=$("$H" f.h5 /fits/$m sigma_structure); nf=$("$H" f.h5 /fits/$m factors)
+    case "$st" in failed*) echo "FAIL [$m $sym]: $st"; fail=1;; esac
+    [ "$ss" = factor ] && [ "$nf" = 2 ] || { echo "FAIL [$m $sym]: sigma_structure '$ss' factors '$nf'"; fail=1; }
+    monotone f.h5 $m || { echo "FAIL [$m $sym]: the log-likelihood falls"; fail=1; }
+    # Sigma = B B' + D, and |Sigma| = 1 (but for gauss: Sigma is the covariance)
+    "$H" f.h5 /fits/$m/params/B > B.txt; "$H" f.h5 /fits/$m/params/D > D.txt; "$H" f.h5 /fits/$m/params/sigma > S.txt
+    err=$(awk -v d=6 'FILENAME == "B.txt" { for (i = 1; i <= NF; i++) B[nb++] = $i; next }
+                      FILENAME == "D.txt" { for (i = 1; i <= NF; i++) D[nd++] = $i; next }
+                      { for (i = 1; i <= NF; i++) S[ns++] = $i }
+                      END { r = nb / d; e = 0; for (i = 0; i < d; i++) for (j = 0; j < d; j++) {
+                              v = (i == j ? D[i] : 0); for (k = 0; k < r; k++) v += B[i * r + k] * B[j * r + k];
+                              t = v - S[i * d + j]; if (t < 0) t = -t; if (t > e) e = t }
+                            print (nb == 2 * d && nd == d && ns == d * d) ? e : 1 }' B.txt D.txt S.txt)
+    awk -v e="$err" 'BEGIN { exit !(e <= 1e-12) }' || { echo "FAIL [$m $sym]: sigma != B B' + D ($err)"; fail=1; }
+    echo "ok   [$m $sym factor:2]: $("$H" f.h5 /fits/$m n_iter) iterations, $st"
+  done
+done
+# gh with p held at -1/2 is nig
+"$G" fit --data data.h5 --model gh --p-fixed -0.5 --sigma factor:2 --out fp.h5 --quiet --max-iter 3000 || fail=1
+"$G" fit --data data.h5 --model nig --sigma factor:2 --out fn.h5 --quiet --max-iter 3000 || fail=1
+relcheck "$("$H" fp.h5 /fits/gh loglik)" "$("$H" fn.h5 /fits/nig loglik)" 1e-9 || { echo "FAIL: gh p = -1/2 factor:2 != nig factor:2"; fail=1; }
+# weights
+$MPI -np 2 "$G" fit --data data.h5 --model nig --sigma factor:1 --halflife 1000 --out w.h5 --quiet || { echo "FAIL: weighted factor fit"; fail=1; }
+[ "$("$H" w.h5 /fits/nig sigma_structure)" = factor ] || { echo "FAIL: weighted factor fit's schema"; fail=1; }
+# N < d: Gaussian factor analysis of 30 rows in 40 columns
+"$G" generate --model gauss --dim 40 --n 30 --seed 3 --out small.h5 >/dev/null
+"$G" fit --data small.h5 --model gauss --sigma factor:2 --out small_fit.h5 --quiet || { echo "FAIL: N < d"; fail=1; }
+[ -f small_fit.h5 ] && echo "ok   [N = 30 < d = 40]: $("$H" small_fit.h5 /fits/gauss status)"
+
+# a sweep over the dispersion's form; AIC's parameter count
+cat > job.yaml <<EOF
+data: data.h5
+out: sweep.h5
+family: nig
+sigma: [diag, factor:1, factor:2]
+EOF
+$MPI -np 2 "$G" run job.yaml --quiet >/dev/null || { echo "FAIL: sweep"; fail=1; }
+for nm in nig_diag_tol1e-10_s1 nig_f1_tol1e-10_s1 nig_f2_tol1e-10_s1; do
+  case $nm in *diag*) r=0;; *f1*) r=1;; *) r=2;; esac
+  ll=$("$H" sweep.h5 /fits/$nm loglik) || { echo "FAIL: no fit $nm"; fail=1; continue; }
+  aic=$("$H" sweep.h5 /fits/$nm aic)
+  # k = mu, gamma (2d) + dispersion (d r - r(r-1)/2 + d) + nig's free subordinator (2) - the scale direction (1)
+  awk -v ll="$ll" -v aic="$aic" -v r=$r 'BEGIN { d = 6; k = 2 * d + d * r - r * (r - 1) / 2 + d + 1;
+      e = aic - (2 * k - 2 * ll); exit !(e < 1e-6 && e > -1e-6) }' || { echo "FAIL: $nm: aic $aic, loglik $ll"; fail=1; }
+  echo "ok   [sweep $nm]: loglik $ll aic $aic"
+done
+
+# the fitted-law commands: eval's total is the fit's log-likelihood; sample
+$MPI -np 2 "$G" eval --model fn.h5 --data data.h5 --out ev.h5 --quiet || { echo "FAIL: eval"; fail=1; }
+relcheck "$("$H" ev.h5 / loglik)" "$("$H" fn.h5 /fits/nig loglik)" 1e-10 || { echo "FAIL: eval total"; fail=1; }
+$MPI -np 2 "$G" sample --model fn.h5 --n 100 --seed 1 --out smp.h5 --quiet || { echo "FAIL: sample"; fail=1; }
+
+# risk: w' Sigma w = |B'w|^2 + w'Dw (never Sigma) gives the VaR/ES of the same law read as full
+/usr/bin/python3 - <<'PYEOF' || { echo "FAIL: making the dense copy"; fail=1; }
+import h5py, numpy as np, shutil
+shutil.copy('fn.h5', 'dense.h5')
+with h5py.File('dense.h5', 'a') as f:
+    g = f['/fits/nig']
+    del g.attrs['factors'], g.attrs['sigma_structure']
+with h5py.File('w.h5', 'w') as f:
+    f['W'] = np.random.default_rng(1).normal(size=(50, 6))
+PYEOF
+$MPI -np 2 "$G" risk --model fn.h5 --portfolios w.h5:/W --alpha 0.95,0.99 --out rf.h5 >/dev/null || { echo "FAIL: risk"; fail=1; }
+$MPI -np 2 "$G" risk --model dense.h5 --portfolios w.h5:/W --alpha 0.95,0.99 --out rd.h5 >/dev/null || { echo "FAIL: risk (dense)"; fail=1; }
+/usr/bin/python3 - <<'PYEOF' || { echo "FAIL: risk of the factor form != risk of its dense Sigma"; fail=1; }
+import h5py, numpy as np
+with h5py.File('rf.h5', 'r') as a, h5py.File('rd.h5', 'r') as b:
+    e = max(float(np.max(np.abs(a[k][()] - b[k][()]) / np.abs(b[k][()]))) for k in ('var', 'es'))
+print(f"ok   [risk: factor form vs dense Sigma]: largest relative difference {e:.2e}")
+raise SystemExit(0 if e < 1e-12 else 1)
+PYEOF
+
+# bad input
+refused fit "factor:0" -- --data data.h5 --model nig --sigma factor:0 --out out.h5
+refused fit "factor:x" -- --data data.h5 --model nig --sigma factor:x --out out.h5
+refused fit "fewer factors than the 6 columns" -- --data data.h5 --model nig --sigma factor:6 --out out.h5
+refused fit "standard errors" -- --data data.h5 --model nig --sigma factor:1 --se --out out.h5
+refused fit "checkpoints" -- --data data.h5 --model nig --sigma diag --checkpoint c.h5 --out out.h5
+refused fit "missing em" -- --data data.h5 --model nig --sigma factor:1 --missing em --out out.h5
+refused fit "backend cuda" -- --data data.h5 --model nig --sigma factor:1 --backend cuda --out out.h5
+printf 'data: data.h5\nout: out.h5\nfamily: nig\nsigma: [full, factor:0]\n' > bad.yaml
+refused run "factor:0" -- bad.yaml
+echo "fit_factor: $([ $fail -eq 0 ] && echo all passed || echo FAILURES)"
+exit $fail
