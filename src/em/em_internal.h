@@ -119,7 +119,7 @@ int ghf__em_flat(const ghf_em_state *st, int k, double tol);
 int ghf__em_against_gaussian(em_loop *L, ghf_em_result *r, char *err, size_t errlen);
 int ghf__em_sample_open(em_ctx *e, char *err, size_t errlen);
 void ghf__em_sample_close(em_ctx *e);
-int ghf__em_sample_judge(em_ctx *e, const ghf_params *out, double *best, int *have, char *err, size_t errlen);
+int ghf__em_sample_judge(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen);
 int ghf__em_nested_start(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen);
 int ghf__em_against_nig(em_loop *L, ghf_em_result *r, char *err, size_t errlen);
 

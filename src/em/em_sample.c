@@ -6,8 +6,12 @@
  * row, k = floor(N / GHF_SAMPLE_ROWS), counted in the rows' global order so
  * that every rank count takes the same rows, and every row far out (see
  * ghf__em_sample_open); the winner, judged by one E-step on all rows,
- * starts the EM on all rows.  The starts then cost about 1 / k of their
- * E-steps on all rows.  (Fitting the winner to convergence on the sample
+ * starts the EM on all rows.  Every rank holds the whole sample and races
+ * alone on it (a CPU backend on MPI_COMM_SELF; its sums are exact, so every
+ * rank finds the same winner, and rank 0's is broadcast): the race's
+ * E-steps wait for no other rank, which on a loaded machine costs more
+ * than the rows.  The starts then cost about size / k of their E-steps on
+ * all rows.  (Fitting the winner to convergence on the sample
  * first was tried and dropped: the sample's optimum is no closer to the full
  * one than the race's winner in the log-likelihood on all rows, its
  * sampling error being about k times the full data's, and the EM on all
@@ -115,8 +119,39 @@ int ghf__em_sample_open(em_ctx *e, char *err, size_t errlen)
         j++;
     }
     free(lim);
-    e->sample = ghf_backend_cpu_create(e->comm, e->sample_x, m, d, err, errlen); /* agreed */
-    if (!e->sample) return 1;
+    /* every rank gets the whole sample, in the rows' global order */
+    int size, mi = (int)m;
+    MPI_Comm_size(e->comm, &size);
+    const int64_t mt = tot[0] + tot[1];
+    int *cnt_x = malloc((size_t)size * 4 * sizeof(int));
+    double *ax = malloc((size_t)mt * (size_t)d * sizeof(double)), *aw = malloc((size_t)mt * sizeof(double));
+    fail = !cnt_x || !ax || !aw;
+    if (fail) snprintf(err, errlen, "out of memory (the subsample start, %lld rows x %d)", (long long)mt, d);
+    if (ghf_agree(e->comm, fail, err, errlen)) {
+        free(cnt_x), free(ax), free(aw);
+        ghf__em_sample_close(e);
+        return 1;
+    }
+    int *dsp_x = cnt_x + size, *cnt_w = cnt_x + 2 * size, *dsp_w = cnt_x + 3 * size;
+    MPI_Allgather(&mi, 1, MPI_INT, cnt_w, 1, MPI_INT, e->comm);
+    for (int r = 0, o_w = 0; r < size; o_w += cnt_w[r], r++) {
+        dsp_w[r] = o_w;
+        cnt_x[r] = cnt_w[r] * d;
+        dsp_x[r] = o_w * d;
+    }
+    MPI_Allgatherv(e->sample_x, mi * d, MPI_DOUBLE, ax, cnt_x, dsp_x, MPI_DOUBLE, e->comm);
+    MPI_Allgatherv(e->sample_w, mi, MPI_DOUBLE, aw, cnt_w, dsp_w, MPI_DOUBLE, e->comm);
+    free(cnt_x);
+    free(e->sample_x);
+    free(e->sample_w);
+    e->sample_x = ax;
+    e->sample_w = aw;
+    /* a backend of this rank alone: the race needs no communication */
+    e->sample = ghf_backend_cpu_create(MPI_COMM_SELF, e->sample_x, mt, d, err, errlen);
+    if (ghf_agree(e->comm, !e->sample, err, errlen)) {
+        ghf__em_sample_close(e);
+        return 1;
+    }
     e->sample->weights = e->sample_w;
     e->sample_owned = 1;
     if (!o->quiet && e->rank == 0) {
@@ -137,13 +172,27 @@ void ghf__em_sample_close(em_ctx *e)
     e->sample_x = e->sample_w = NULL;
 }
 
-/* After the race on the sample: its winner out judged by one E-step on all
- * rows: *best its log-likelihood there, or *have = 0 when that is not
+/* After the race on the sample (on every rank alone): rank 0's winner out
+ * (when its *have) judged by one E-step on all rows: *best its
+ * log-likelihood there, or *have = 0 when that is not
  * finite (a row the sample left out, e.g. a gross outlier the winner cannot
  * explain: the caller then runs the race on all rows).  0, or 1 on a
  * run-time error. */
-int ghf__em_sample_judge(em_ctx *e, const ghf_params *out, double *best, int *have, char *err, size_t errlen)
+int ghf__em_sample_judge(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen)
 {
+    /* every rank raced alone on the same rows (the sums are exact: the same
+     * bits); rank 0's winner is the one */
+    const int d = e->d;
+    double sc[4] = {out->p, out->a, out->b, *have};
+    MPI_Bcast(sc, 4, MPI_DOUBLE, 0, e->comm);
+    MPI_Bcast(out->mu, d, MPI_DOUBLE, 0, e->comm);
+    MPI_Bcast(out->gamma, d, MPI_DOUBLE, 0, e->comm);
+    MPI_Bcast(out->sigma, d * d, MPI_DOUBLE, 0, e->comm);
+    out->p = sc[0], out->a = sc[1], out->b = sc[2];
+    if (!(sc[3] > 0)) {
+        *have = 0;
+        return 0;
+    }
     const int erc = ghf__em_estep(e, out, 0, err, errlen);
     if (erc == 1) return 1;
     *have = erc == 0 && ghf__em_estep_ok(e);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -165,7 +166,8 @@ static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
         e->be = e->sample;
         rc = race(e, out, nsub, nloc, cand, iters, &best, &have, err, errlen);
         e->be = all;
-        if (rc == 0 && have) rc = ghf__em_sample_judge(e, out, &best, &have, err, errlen);
+        rc = ghf_agree(e->comm, rc, err, errlen); /* each rank raced alone */
+        if (rc == 0) rc = ghf__em_sample_judge(e, out, &best, &have, err, errlen);
         done = have;
     }
     if (rc == 0 && !done) rc = race(e, out, nsub, nloc, cand, iters, &best, &have, err, errlen);
