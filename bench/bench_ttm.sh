@@ -14,9 +14,9 @@
 # include its nested NIG fit), EM (estep + allreduce + mstep), post (the
 # rest of the fit's total: moments, the end-of-fit checks' own work, standard
 # errors when asked), and launch + write (wall - total: mpirun, MPI_Init,
-# opening the data, writing the result); iterations, E-steps are not
-# counted; the final log-likelihood and its relative difference from the
-# --before build's.
+# opening the data, writing the result); iterations (with SQUAREM every
+# extrapolated point is one, so iterations are E-steps of the EM); the final
+# log-likelihood and its relative difference from the --before build's.
 #
 # Peers: R's ghyp is not run by bench/peers (it is not installed here);
 # normix (bench/peers/normix_run.py converge: its own default_init and
