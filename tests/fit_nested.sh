@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GH's nested NIG start (src/em/em_nested.c): the NIG run stops at tol 1e-6;
+# GH's nested NIG start (src/em/em_nested.c): the NIG run stops when its
+# log-likelihood changes by less than 1e-8 relative;
 # it is continued to --tol before GH starts from it when it is the best
 # start, and after the GH fit only when GH ends close to it:
 #   - GH data (d = 10), where a GH start beats NIG and GH ends far above it:

@@ -254,6 +254,7 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     if (rc == 0 && !o->nested_run) rc = ghf__em_against_nig(&L, r, err, errlen);
     if (rc == 0 && !o->nested_run) rc = ghf__em_against_gaussian(&L, r, err, errlen);
 out:
+    ghf__em_sample_close(&e);
     loop_free(&L);
     r->t_estep = be->t_estep - be_e0;
     r->t_allreduce = be->t_allreduce - be_a0;

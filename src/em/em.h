@@ -65,6 +65,8 @@ typedef struct ghf_em_opts {
     int accel;       /* 1: SQUAREM extrapolation (default), 0: plain EM */
     int no_nested;   /* GH: do not add the NIG fit to the starts (see em.c) */
     int nested_run;  /* internal: this fit is such a start (no end-of-fit comparisons) */
+    int ll_stop;     /* internal: converged when the log-likelihood changes by less than tol,
+                        whatever the parameters do (GH's nested NIG start, em_nested.c) */
     const char *label; /* prefix of the per-iteration lines (sweeps) */
     int log_time;      /* the per-iteration lines start with a UTC time stamp (ISO 8601, ms) */
     /* Moments of the (centred) data, for the moment initialisation
@@ -78,6 +80,14 @@ typedef struct ghf_em_opts {
      * set on every rank or on none), or NULL. */
     const ghf_missing *missing;
     int has_missing; /* 1 on every rank when some rank has such rows */
+    /* The backend's rows on the host (ghf_data_em_opts sets them; rows may
+     * be NULL when nrows is 0): with enough rows the starts run on a
+     * subsample of them (em_sample.c).  has_rows 0: no subsample start. */
+    const double *rows;
+    int64_t nrows;
+    int has_rows;
+    /* internal: the subsample backend of the fit a nested run belongs to */
+    ghf_backend *sample_be;
     /* Start here instead of the moment initialisation (warm start), or NULL. */
     const ghf_params *init;
     /* Continue from a saved state (checkpoint), or NULL. */

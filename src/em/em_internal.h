@@ -6,7 +6,8 @@
  *   em_converge.c  the convergence status, flat likelihoods, collapsing
  *                  fits, the rescue at the Gaussian limit
  *   em_start.c     starts, resumed and warm states, the Gaussian closed form
- *   em_nested.c    GH's nested NIG start and the end-of-fit check against it */
+ *   em_nested.c    GH's nested NIG start and the end-of-fit check against it
+ *   em_sample.c    the subsample start of a large data set */
 #ifndef GHF_EM_INTERNAL_H
 #define GHF_EM_INTERNAL_H
 
@@ -34,12 +35,17 @@
 /* margin (relative) for decisions between two log-likelihoods, far above
  * round-off, so that every rank count takes the same decision */
 #define GHF_LL_MARGIN 1e-13
-/* tolerance of GH's nested NIG start when the fit's own is tighter: the NIG
- * log-likelihood is then converged to round-off (em_nested.c) */
-#define GHF_NESTED_TOL 1e-6
-/* a GH fit that ends more than this many nested tolerances (relative) above
- * the nested NIG run's end needs no NIG continuation (em_nested.c) */
-#define GHF_NESTED_MARGIN 10.0
+/* tolerance of GH's nested NIG start, on the log-likelihood change alone,
+ * when the fit's own is tighter (N = 1e6, d = 10: the NIG log-likelihood is
+ * then 1.4e-8 relative below the converged one; em_nested.c) */
+#define GHF_NESTED_TOL 1e-8
+/* the starts of a fit on at least GHF_SAMPLE_MIN_N rows race on a
+ * subsample of about GHF_SAMPLE_ROWS of them (every k-th row; em_sample.c) */
+#define GHF_SAMPLE_ROWS 50000
+#define GHF_SAMPLE_MIN_N 200000
+/* a GH fit that ends more than this many nested tolerances (relative: 1e-5)
+ * above the nested NIG run's end needs no NIG continuation (em_nested.c) */
+#define GHF_NESTED_MARGIN 1000.0
 
 /* the status texts of the numerical limit and of the Gaussian limit (em.c) */
 extern const char ghf__em_precision_status[];
@@ -62,6 +68,11 @@ typedef struct em_ctx {
      * the fit's (nested_tol > 0; em_nested.c) */
     double nested_tol, nig_ll;
     ghf_em_state nig_st; /* its last cycle start (allocated for GH with p free) */
+    /* the subsample the starts run on (em_sample.c), or NULL; owned unless
+     * it is a nested run's parent's */
+    ghf_backend *sample;
+    int sample_owned;
+    double *sample_x, *sample_w;
 } em_ctx;
 
 /* Where the loop is within a SQUAREM cycle. */
@@ -106,6 +117,9 @@ int ghf__em_collapsing(const em_ctx *e, const ghf_em_state *st, int k, double n_
 const char *ghf__em_converged_status(const ghf_model *m, const ghf_params *t);
 int ghf__em_flat(const ghf_em_state *st, int k, double tol);
 int ghf__em_against_gaussian(em_loop *L, ghf_em_result *r, char *err, size_t errlen);
+int ghf__em_sample_open(em_ctx *e, char *err, size_t errlen);
+void ghf__em_sample_close(em_ctx *e);
+int ghf__em_sample_judge(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen);
 int ghf__em_nested_start(em_ctx *e, ghf_params *out, double *best, int *have, char *err, size_t errlen);
 int ghf__em_against_nig(em_loop *L, ghf_em_result *r, char *err, size_t errlen);
 

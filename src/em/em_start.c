@@ -1,12 +1,14 @@
-/* em_start.c - where a fit starts: moment starts per family (and GH's nested
- * NIG start, em_nested.c), a checkpoint's or a warm start's state, and the
- * closed-form Gaussian fit (em_internal.h). */
+/* em_start.c - where a fit starts: moment starts per family (on a large data
+ * set raced on a subsample, em_sample.c; GH's nested NIG start, em_nested.c),
+ * a checkpoint's or a warm start's state, and the closed-form Gaussian fit
+ * (em_internal.h). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -108,20 +110,15 @@ static start_run *start_pair(em_ctx *e, start_run *s, ghf_params *nx, int nloc, 
     return NULL;
 }
 
-/* The best start: every subordinator candidate from the data's moments and,
- * when the data have gross outliers, from their robust moments too (the
- * better of the two by start_pair), each run for start_iters EM iterations
- * and judged by its log-likelihood (with one candidate in all, no
- * iterations).  Returns 0, 1 (run-time error) or 2 (no candidate gave a
- * finite likelihood). */
-static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
+/* The race of the starts: every subordinator candidate from the data's
+ * moments and, when the data have gross outliers, from their robust
+ * moments too (the better of the two by start_pair), each run for iters EM
+ * iterations on e->be and judged by its log-likelihood.  Sets out, *best
+ * and *have (a usable candidate); 0 or 1 (run-time error). */
+static int race(em_ctx *e, ghf_params *out, int nsub, int nloc, double (*cand)[3], int iters, double *best,
+                int *have, char *err, size_t errlen)
 {
-    const ghf_em_opts *o = e->o;
     const int d = e->d;
-    double cand[16][3];
-    const int nsub = ghf_model_starts(&e->model, d, o->n_starts, o->seed, cand);
-    const int nloc = o->data_rmean && o->data_rcov ? 2 : 1;
-    const int iters = nsub * nloc > 1 ? o->start_iters : 0;
     start_run s[2];
     ghf_params nx;
     int fail = ghf_params_alloc(&nx, d);
@@ -132,18 +129,48 @@ static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return 1;
     }
-    double best = -INFINITY;
-    int have = 0, rc = 0;
+    *best = -INFINITY;
+    *have = 0;
+    int rc = 0;
     for (int sub = 0; sub < nsub && rc == 0; sub++) {
         const start_run *c = start_pair(e, s, &nx, nloc, cand[sub], iters, &rc, err, errlen);
-        if (c && c->ll > best) {
-            best = c->ll;
+        if (c && c->ll > *best) {
+            *best = c->ll;
             ghf_params_copy(out, &c->t);
-            have = 1;
+            *have = 1;
         }
     }
     for (int l = 0; l < 2; l++) ghf_params_free(&s[l].t);
     ghf_params_free(&nx);
+    return rc;
+}
+
+/* The best start: the race of the starts (with one candidate in all, no
+ * iterations); on a large data set the race runs on a subsample and its
+ * winner is judged on all rows (em_sample.c; the race runs again on all
+ * rows if the winner's log-likelihood is not finite there); then, for GH,
+ * the nested NIG fit (em_nested.c).  Returns 0, 1 (run-time error) or 2
+ * (no candidate gave a finite likelihood). */
+static int initialise(em_ctx *e, ghf_params *out, char *err, size_t errlen)
+{
+    const ghf_em_opts *o = e->o;
+    double cand[16][3];
+    const int nsub = ghf_model_starts(&e->model, e->d, o->n_starts, o->seed, cand);
+    const int nloc = o->data_rmean && o->data_rcov ? 2 : 1;
+    const int iters = nsub * nloc > 1 ? o->start_iters : 0;
+    double best = -INFINITY;
+    int have = 0, rc = 0, done = 0;
+    if (iters > 0 && ghf__em_sample_open(e, err, errlen)) return 1; /* agreed */
+    if (e->sample && iters > 0) {
+        ghf_backend *all = e->be;
+        e->be = e->sample;
+        rc = race(e, out, nsub, nloc, cand, iters, &best, &have, err, errlen);
+        e->be = all;
+        rc = ghf_agree(e->comm, rc, err, errlen); /* each rank raced alone */
+        if (rc == 0) rc = ghf__em_sample_judge(e, out, &best, &have, err, errlen);
+        done = have;
+    }
+    if (rc == 0 && !done) rc = race(e, out, nsub, nloc, cand, iters, &best, &have, err, errlen);
     if (rc == 0) rc = ghf__em_nested_start(e, out, &best, &have, err, errlen);
     if (rc) return rc;
     if (!have) {

@@ -181,7 +181,7 @@ em_next ghf__em_step_plain(em_loop *L, ghf_em_result *r, int erc)
                ghf__em_gauss_limit_status);
         return EM_DONE;
     }
-    if (k > 0 && fabs(dll) < o->tol && (dpar < o->tol || ghf__em_flat(st, k, o->tol))) {
+    if (k > 0 && fabs(dll) < o->tol && (dpar < o->tol || o->ll_stop || ghf__em_flat(st, k, o->tol))) {
         if (ghf__em_kappa_of(&st->cur) < GHF_KAPPA_LIMIT)
             ghf__em_finish(r, &st->cur, ll, k, st->trace, GHF_EM_BOUNDARY,
                    ghf__em_gauss_limit_status);

@@ -29,6 +29,9 @@ void ghf_data_em_opts(const ghf_data *g, ghf_em_opts *o)
     o->data_rmean = g->rmean;
     o->data_rcov = g->rcov;
     o->ll_gauss = g->ll_gauss;
+    o->rows = g->x;
+    o->nrows = g->nrows;
+    o->has_rows = 1;
 }
 
 static int cmp_double(const void *a, const void *b)
