@@ -26,6 +26,8 @@ typedef struct ghf_data {
                              outliers (robust z-score > GHF_OUTLIER_Z in some column),
                              NULL when there are none */
     int64_t n_outliers;   /* rows left out of rmean, rcov */
+    double outlier_z;     /* the largest robust z-score of a row (with n_outliers > 0) */
+    char outlier_note[160]; /* that row: "row R (column j = v, z robust SDs from the median)" */
     double ll_gauss;      /* log-likelihood of N(mean, cov) in internal coordinates
                              (the Gaussian limit of every family); NaN if cov is singular */
     int scale_log2; /* the rows were multiplied by 2^scale_log2 before centring
