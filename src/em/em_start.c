@@ -14,12 +14,13 @@
 /* A start: location and covariance (mean, cov) of the data, subordinator
  * (p, a, b); Sigma scaled so that E[Y] Sigma matches cov. */
 static void make_start(ghf_params *t, const double *mean, const double *cov, int d, double p, double a,
-                       double b)
+                       double b, int heavy)
 {
     const ghf_gig_moments m = ghf_gig_moments_eval(p, a, b);
     double ey = (isfinite(m.e_y) && m.e_y > 0) ? m.e_y : 1.0;
-    /* a heavy-tailed start (robust_sub): Y's scale is its harmonic mean */
-    if (p < 0.0 && a > 0.0 && a * b < 1e-20 && isfinite(m.e_inv) && m.e_inv > 0) ey = 1.0 / m.e_inv;
+    /* a heavy-tailed start (robust_sub; E[Y] is huge or infinite): Y's
+     * scale is its harmonic mean */
+    if (heavy && isfinite(m.e_inv) && m.e_inv > 0) ey = 1.0 / m.e_inv;
     for (int i = 0; i < d; i++) {
         t->mu[i] = mean ? mean[i] : 0.0;
         t->gamma[i] = 0.0;
@@ -41,7 +42,7 @@ int ghf__em_near_gaussian(const em_ctx *e, ghf_params *t)
 {
     double sub[3];
     if (ghf_model_near_gauss(&e->model, e->d, GHF_KAPPA_GAUSS, sub) != 0) return -1;
-    make_start(t, e->o->data_mean, e->o->data_cov, e->d, sub[0], sub[1], sub[2]);
+    make_start(t, e->o->data_mean, e->o->data_cov, e->d, sub[0], sub[1], sub[2], 0);
     return 0;
 }
 
@@ -119,7 +120,7 @@ static start_run *start_pair(em_ctx *e, start_run *s, ghf_params *nx, int nloc, 
         robust_sub(e, sub, sl);
         if (l == 0) sl[0] = sub[0], sl[1] = sub[1], sl[2] = sub[2];
         make_start(&s[l].t, l ? o->data_rmean : o->data_mean, l ? o->data_rcov : o->data_cov, e->d, sl[0], sl[1],
-                   sl[2]);
+                   sl[2], sl[1] < sub[1]);
         s[l].ll = iters == 0 ? 0.0 : -INFINITY;
         s[l].ok = 1;
         s[l].done = 0;
