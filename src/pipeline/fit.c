@@ -30,7 +30,7 @@ void ghf_data_em_opts(const ghf_data *g, ghf_em_opts *o)
     o->data_rcov = g->rcov;
     o->ll_gauss = g->ll_gauss;
     o->data_outlier_z = g->n_outliers > 0 ? g->outlier_z : 0.0;
-    o->outlier_note = g->n_outliers > 0 && g->outlier_note[0] ? g->outlier_note : NULL;
+    o->outlier_note = g->n_outliers > 0 && g->outlier_z > GHF_EXTREME_Z && g->outlier_note[0] ? g->outlier_note : NULL;
 }
 
 /* The most extreme row of the shard (centred by the medians out->shift) by

@@ -51,6 +51,10 @@ static inline double ghf_data_count(const ghf_data *g)
 /* robust z-score |x - median| / (1.4826 MAD) beyond which a row is an outlier
  * for the robust start */
 #define GHF_OUTLIER_Z 10.0
+/* robust z-score of the most extreme row above which a status that is not
+ * converged names it (far beyond any heavy tail the families fit: a t row
+ * with nu = 4 is at 10 robust SDs once in ~1e3 rows, 1e3 SDs once in ~1e11) */
+#define GHF_EXTREME_Z 1e3
 
 /* The moments and the Gaussian limit of g for EM's starts (sets the data_*
  * fields of o). */
