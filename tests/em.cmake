@@ -37,6 +37,12 @@ add_test(NAME fit_sample COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_sample.sh $<
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_sample)
 set_tests_properties(fit_sample PROPERTIES LABELS "mpi;em" TIMEOUT 300 PROCESSORS 2
   ENVIRONMENT "${GHF_MPI_ENV}")
+# One row at 1e6, 1e20 or FLT_MAX among 2001, every family, the row at the
+# start, middle and end, 1 to 4 ranks (issue 25 item 2; tests/fit_extreme.sh).
+add_test(NAME fit_extreme COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_extreme.sh $<TARGET_FILE:ghfit>
+         $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_extreme)
+set_tests_properties(fit_extreme PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")
 add_test(NAME fit_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_families.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_families)
 set_tests_properties(fit_families PROPERTIES LABELS "mpi;em" TIMEOUT 900 PROCESSORS 2

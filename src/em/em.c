@@ -148,6 +148,20 @@ static em_next stop_requested(em_loop *L, ghf_em_result *r, char *err, size_t er
     return EM_DONE;
 }
 
+/* A fit of data with gross outliers that ends at a boundary (other than
+ * the Gaussian limit), fails, or reaches the iteration limit: the status
+ * names the most extreme row, the usual cause (its log-density dwarfs the
+ * others', or its mixing variable dominates the statistics and EM crawls). */
+static void name_outlier(const ghf_em_opts *o, ghf_em_result *r)
+{
+    if (!o->outlier_note) return;
+    if (!(r->outcome == GHF_EM_BOUNDARY || r->outcome == GHF_EM_FAILED || (r->outcome == GHF_EM_MAX_ITER && r->n_iter > 0)))
+        return;
+    if (strcmp(r->status, ghf__em_gauss_limit_status) == 0) return;
+    const size_t n = strlen(r->status);
+    snprintf(r->status + n, sizeof r->status - n, "; gross outlier: %s", o->outlier_note);
+}
+
 int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_em_result *r,
                char *err, size_t errlen)
 {
@@ -253,6 +267,7 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     }
     if (rc == 0 && !o->nested_run) rc = ghf__em_against_nig(&L, r, err, errlen);
     if (rc == 0 && !o->nested_run) rc = ghf__em_against_gaussian(&L, r, err, errlen);
+    if (rc == 0 && !o->nested_run) name_outlier(o, r);
 out:
     ghf__em_sample_close(&e);
     loop_free(&L);

@@ -76,6 +76,10 @@ typedef struct ghf_em_opts {
     const double *data_rmean; /* [d] moments without gross outliers, or NULL */
     const double *data_rcov;  /* [d*d] */
     double ll_gauss;          /* log-likelihood of N(data_mean, data_cov); NaN: unknown */
+    /* With gross outliers (data_rmean set): the largest robust z-score of a
+     * row, and a note naming that row for the statuses it causes (or NULL) */
+    double data_outlier_z;
+    const char *outlier_note;
     /* Rows with missing coordinates, added to every E-step (--missing em;
      * set on every rank or on none), or NULL. */
     const ghf_missing *missing;

@@ -65,8 +65,12 @@ int ghf__em_collapsing(const em_ctx *e, const ghf_em_state *st, int k, double n_
         if (diverging) {
             const ghf_gig_stats g = ghf_gig_stats_eval(t->p, t->a, t->b);
             if (!(g.h11 <= GHF_VARLOG_COLLAPSE) || !(g.h33 <= GHF_KAPPA_COLLAPSE * g.e_y * g.e_y)) {
-                snprintf(why, whylen, "boundary: the likelihood is unbounded (the log-likelihood grows by %.3g per iteration without slowing down while the mixing law spreads: the fit collapses onto tied observations)",
-                         st->trace[k] - st->trace[k - 1]);
+                if (e->o->outlier_note) /* the law spreads to reach a gross outlier, and collapses on the rest */
+                    snprintf(why, whylen, "boundary: the likelihood is unbounded (the log-likelihood grows by %.3g per iteration without slowing down while the mixing law spreads to reach a gross outlier: the fit collapses onto single observations)",
+                             st->trace[k] - st->trace[k - 1]);
+                else
+                    snprintf(why, whylen, "boundary: the likelihood is unbounded (the log-likelihood grows by %.3g per iteration without slowing down while the mixing law spreads: the fit collapses onto tied observations)",
+                             st->trace[k] - st->trace[k - 1]);
                 return 1;
             }
         }

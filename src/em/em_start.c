@@ -16,10 +16,13 @@
 /* A start: location and covariance (mean, cov) of the data, subordinator
  * (p, a, b); Sigma scaled so that E[Y] Sigma matches cov. */
 static void make_start(ghf_params *t, const double *mean, const double *cov, int d, double p, double a,
-                       double b)
+                       double b, int heavy)
 {
     const ghf_gig_moments m = ghf_gig_moments_eval(p, a, b);
-    const double ey = (isfinite(m.e_y) && m.e_y > 0) ? m.e_y : 1.0;
+    double ey = (isfinite(m.e_y) && m.e_y > 0) ? m.e_y : 1.0;
+    /* a heavy-tailed start (robust_sub; E[Y] is huge or infinite): Y's
+     * scale is its harmonic mean */
+    if (heavy && isfinite(m.e_inv) && m.e_inv > 0) ey = 1.0 / m.e_inv;
     for (int i = 0; i < d; i++) {
         t->mu[i] = mean ? mean[i] : 0.0;
         t->gamma[i] = 0.0;
@@ -41,13 +44,16 @@ int ghf__em_near_gaussian(const em_ctx *e, ghf_params *t)
 {
     double sub[3];
     if (ghf_model_near_gauss(&e->model, e->d, GHF_KAPPA_GAUSS, sub) != 0) return -1;
-    make_start(t, e->o->data_mean, e->o->data_cov, e->d, sub[0], sub[1], sub[2]);
+    make_start(t, e->o->data_mean, e->o->data_cov, e->d, sub[0], sub[1], sub[2], 0);
     return 0;
 }
 
 /* EM iterations after which a start from the data's moments and the same
  * start from their robust moments are compared, and only the better goes on */
 #define GHF_START_RACE 2
+/* robust z-score of the most extreme row above which the robust start is
+ * heavy-tailed (robust_sub) */
+#define GHF_ROBUST_HEAVY_Z 1e3
 
 /* One start's short EM run: its parameters, the log-likelihood of its last
  * E-step, whether every E-step was finite (ok), and whether an M-step failed
@@ -84,6 +90,23 @@ static int start_usable(const start_run *s)
     return s->ok && isfinite(s->ll) && ghf_params_finite(&s->t);
 }
 
+/* The subordinator of the start from the robust moments: a gross outlier at
+ * z robust SDs (o->data_outlier_z) from the median has a log-density of
+ * about -sqrt(ab) z under a start with a > 0 (semi-heavy tails), which
+ * makes that start lose the race to the data's moments (inflated by the
+ * outlier) before EM can move.  For p < 0, a is lowered to at most
+ * 1 / (z^2 b): sqrt(ab) <= 1/z, the law of the bulk close to the Student t
+ * (the a -> 0 limit) and the outlier's cost O(log z).  p >= 0 has no such
+ * limit (hyp, vg): sub unchanged. */
+static void robust_sub(const em_ctx *e, const double sub[3], double out[3])
+{
+    const double z = e->o->data_outlier_z;
+    for (int j = 0; j < 3; j++) out[j] = sub[j];
+    if (!(z > GHF_ROBUST_HEAVY_Z) || !(sub[0] < 0.0) || !(sub[1] > 0.0) || !(sub[2] > 0.0)) return;
+    const double amax = 1.0 / (z * z * sub[2]);
+    if (amax < sub[1]) out[1] = amax;
+}
+
 /* Subordinator start sub from the data's moments (s[0]) and, with nloc = 2,
  * from their robust moments (s[1]): both run GHF_START_RACE iterations, the
  * better goes on to iters in all (the two differ in the location only, which
@@ -95,8 +118,11 @@ static start_run *start_pair(em_ctx *e, start_run *s, ghf_params *nx, int nloc, 
     const ghf_em_opts *o = e->o;
     const int race = nloc == 2 && iters > GHF_START_RACE ? GHF_START_RACE : iters;
     for (int l = 0; l < nloc; l++) {
-        make_start(&s[l].t, l ? o->data_rmean : o->data_mean, l ? o->data_rcov : o->data_cov, e->d, sub[0], sub[1],
-                   sub[2]);
+        double sl[3];
+        robust_sub(e, sub, sl);
+        if (l == 0) sl[0] = sub[0], sl[1] = sub[1], sl[2] = sub[2];
+        make_start(&s[l].t, l ? o->data_rmean : o->data_mean, l ? o->data_rcov : o->data_cov, e->d, sl[0], sl[1],
+                   sl[2], sl[1] < sub[1]);
         s[l].ll = iters == 0 ? 0.0 : -INFINITY;
         s[l].ok = 1;
         s[l].done = 0;

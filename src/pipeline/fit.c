@@ -32,6 +32,45 @@ void ghf_data_em_opts(const ghf_data *g, ghf_em_opts *o)
     o->rows = g->x;
     o->nrows = g->nrows;
     o->has_rows = 1;
+    o->data_outlier_z = g->n_outliers > 0 ? g->outlier_z : 0.0;
+    o->outlier_note = g->n_outliers > 0 && g->outlier_z > GHF_EXTREME_Z && g->outlier_note[0] ? g->outlier_note : NULL;
+}
+
+/* The most extreme row of the shard (centred by the medians out->shift) by
+ * robust z-score (the largest |x_j| / (1.4826 MAD_j) over its columns,
+ * rlim[j] = 1.4826 MAD_j, 0 for columns with a zero MAD): out->outlier_z
+ * and a note naming it (its global row index when known, the column and the
+ * value in the data's units).  Collective. */
+static void extreme_row(MPI_Comm comm, const ghf_shard *s, const double *rlim, int scale_log2, ghf_data *out)
+{
+    const int d = s->d;
+    struct {
+        double z;
+        int rank;
+    } loc = {-1.0, 0}, glob;
+    int64_t li = -1;
+    int lj = 0;
+    MPI_Comm_rank(comm, &loc.rank);
+    for (int64_t i = 0; i < s->nrows; i++)
+        for (int j = 0; j < d; j++) {
+            if (!(rlim[j] > 0.0)) continue;
+            const double z = fabs(s->x[i * d + j]) / rlim[j];
+            if (z > loc.z) loc.z = z, li = i, lj = j;
+        }
+    MPI_Allreduce(&loc, &glob, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm);
+    /* the owner's row: global index (-1: unknown, rows were dropped), column, value */
+    double info[3] = {-1.0, 0.0, 0.0};
+    if (loc.rank == glob.rank && li >= 0) {
+        info[0] = s->row0 >= 0 ? (double)(s->row0 + li) : -1.0;
+        info[1] = lj;
+        info[2] = ldexp(s->x[li * d + lj] + out->shift[lj], -scale_log2);
+    }
+    MPI_Bcast(info, 3, MPI_DOUBLE, glob.rank, comm);
+    out->outlier_z = glob.z;
+    char at[48] = "a row";
+    if (info[0] >= 0.0) snprintf(at, sizeof at, "row %lld", (long long)info[0]);
+    snprintf(out->outlier_note, sizeof out->outlier_note, "%s (column %d = %.6g, %.2g robust SDs from the median)", at,
+             (int)info[1], info[2], glob.z);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -344,6 +383,8 @@ int ghf_data_prepare_rows(MPI_Comm comm, ghf_shard *s, const double *w, const ch
             for (int j = 0; j < d; j++) ok &= out->rcov[j * d + j] > 0.0;
             if (ok) out->n_outliers = nout;
         }
+        for (int j = 0; j < d; j++) mad[j] = mad[j] > 0.0 ? 1.4826 * mad[j] : 0.0;
+        extreme_row(comm, s, mad, out->scale_log2, out); /* every rank: collective */
         if (!out->n_outliers) {
             free(out->rmean), free(out->rcov);
             out->rmean = out->rcov = NULL;

@@ -26,6 +26,8 @@ typedef struct ghf_data {
                              outliers (robust z-score > GHF_OUTLIER_Z in some column),
                              NULL when there are none */
     int64_t n_outliers;   /* rows left out of rmean, rcov */
+    double outlier_z;     /* the largest robust z-score of a row (with n_outliers > 0) */
+    char outlier_note[160]; /* that row: "row R (column j = v, z robust SDs from the median)" */
     double ll_gauss;      /* log-likelihood of N(mean, cov) in internal coordinates
                              (the Gaussian limit of every family); NaN if cov is singular */
     int scale_log2; /* the rows were multiplied by 2^scale_log2 before centring
@@ -49,6 +51,10 @@ static inline double ghf_data_count(const ghf_data *g)
 /* robust z-score |x - median| / (1.4826 MAD) beyond which a row is an outlier
  * for the robust start */
 #define GHF_OUTLIER_Z 10.0
+/* robust z-score of the most extreme row above which a status that is not
+ * converged names it (far beyond any heavy tail the families fit: a t row
+ * with nu = 4 is at 10 robust SDs once in ~1e3 rows, 1e3 SDs once in ~1e11) */
+#define GHF_EXTREME_Z 1e3
 
 /* The moments and the Gaussian limit of g for EM's starts (sets the data_*
  * fields of o). */
