@@ -199,7 +199,7 @@ static void test_optimality(void)
                     if (m == GHF_OPT_SD) {
                         for (int t = 0; t < 2 * NRAND; t++) rv[t] = re[t] = risk_of(&L, m, V + (size_t)t * d);
                     } else {
-                        const ghf_risk_law rl = {L.gauss, d, L.p, L.a, L.b, P.mu, P.gamma, P.sigma};
+                        const ghf_risk_law rl = {L.gauss, d, L.p, L.a, L.b, P.mu, P.gamma, P.sigma, 0, NULL, NULL};
                         const double al = 0.975;
                         int64_t bad = -1;
                         ghf_risk_portfolios(&rl, 1, &al, 2 * NRAND, V, 2 * NRAND, 0, rv, re, &bad);
