@@ -323,23 +323,9 @@ static int fx_mstep(fx_ctx *e, const ghf_params *cur, ghf_params *nx, char *why,
     }
     const double *S4 = st + GHF_ST_S4, *S5 = S4 + d, *Q6 = S5 + d, *T = Q6 + d;
     /* CM 1: mu, gamma (math.md 3.1) */
-    if (e->gauss || e->model.symmetric) {
-        for (int i = 0; i < d; i++) {
-            nx->mu[i] = (S5[i] / n) / s1;
-            nx->gamma[i] = 0.0;
-        }
-    } else {
-        const double D = 1.0 - s1 * s2;
-        if (!(D < -1e-14)) {
-            snprintf(why, whylen, "boundary: E[Y]E[1/Y] -> 1 (the mixing variable degenerates; Gaussian limit)");
-            return GHF_MSTEP_GAUSS;
-        }
-        for (int i = 0; i < d; i++) {
-            const double a4 = S4[i] / n, a5 = S5[i] / n;
-            nx->mu[i] = (a4 - s2 * a5) / D;
-            nx->gamma[i] = (a5 - s1 * a4) / D;
-        }
-    }
+    const int ls = ghf_mstep_location(e->gauss || e->model.symmetric, d, n, s1, s2, S4, S5, nx->mu, nx->gamma, why,
+                                      whylen);
+    if (ls != GHF_MSTEP_OK) return ls;
     if (!e->gauss) {
         const int ms = ghf_mstep_sub(&e->model, &e->mo, d, s1, s2, s3, cur, nx, why, whylen);
         if (ms != GHF_MSTEP_OK) return ms;

@@ -56,6 +56,31 @@ static void gig_accept(const ghf_params *cur, const double cand[3], const double
     if (n_kept) (*n_kept)++;
 }
 
+ghf_mstep_status ghf_mstep_location(int symmetric, int d, double n, double s1, double s2, const double *S4,
+                                    const double *S5, double *mu, double *gamma, char *why, size_t whylen)
+{
+    if (symmetric) {
+        /* maximise -n/2 log|Sigma| - 1/2 sum_i u_i (x_i - mu)' Sigma^-1 (x_i - mu) */
+        for (int i = 0; i < d; i++) {
+            mu[i] = (S5[i] / n) / s1;
+            gamma[i] = 0.0;
+        }
+        return GHF_MSTEP_OK;
+    }
+    /* D = 1 - s1 s2 <= 0 by Jensen and Cauchy-Schwarz (math.md 3.1) */
+    const double D = 1.0 - s1 * s2;
+    if (!(D < -1e-14)) {
+        snprintf(why, whylen, "boundary: E[Y]E[1/Y] -> 1 (the mixing variable degenerates; Gaussian limit)");
+        return GHF_MSTEP_GAUSS;
+    }
+    for (int i = 0; i < d; i++) {
+        const double s4 = S4[i] / n, s5 = S5[i] / n;
+        mu[i] = (s4 - s2 * s5) / D;
+        gamma[i] = (s5 - s1 * s4) / D;
+    }
+    return GHF_MSTEP_OK;
+}
+
 /* mu, gamma, Sigma in closed form (math.md 3.1); symmetric: gamma = 0,
  * mu = S5 / S1.  Returns OK, GAUSS (D ~ 0) or BOUNDARY (precision lost). */
 static ghf_mstep_status normal_block(const ghf_model *m, const double *stats, ghf_params *next, char *why,
@@ -65,25 +90,9 @@ static ghf_mstep_status normal_block(const ghf_model *m, const double *stats, gh
     const double n = stats[GHF_ST_N];
     const double s1 = stats[GHF_ST_S1] / n, s2 = stats[GHF_ST_S2] / n;
     const double *S4 = stats + GHF_ST_S4, *S5 = stats + ghf_stats_s5(d), *S6 = stats + ghf_stats_s6(d);
-    if (m->symmetric) {
-        /* maximise -n/2 log|Sigma| - 1/2 sum_i u_i (x_i - mu)' Sigma^-1 (x_i - mu) */
-        for (int i = 0; i < d; i++) {
-            next->mu[i] = (S5[i] / n) / s1;
-            next->gamma[i] = 0.0;
-        }
-    } else {
-        /* D = 1 - s1 s2 <= 0 by Jensen and Cauchy-Schwarz (math.md 3.1) */
-        const double D = 1.0 - s1 * s2;
-        if (!(D < -1e-14)) {
-            snprintf(why, whylen, "boundary: E[Y]E[1/Y] -> 1 (the mixing variable degenerates; Gaussian limit)");
-            return GHF_MSTEP_GAUSS;
-        }
-        for (int i = 0; i < d; i++) {
-            const double s4 = S4[i] / n, s5 = S5[i] / n;
-            next->mu[i] = (s4 - s2 * s5) / D;
-            next->gamma[i] = (s5 - s1 * s4) / D;
-        }
-    }
+    const ghf_mstep_status ls =
+        ghf_mstep_location(m->symmetric, d, n, s1, s2, S4, S5, next->mu, next->gamma, why, whylen);
+    if (ls != GHF_MSTEP_OK) return ls;
     for (int i = 0; i < d; i++) {
         for (int j = 0; j <= i; j++) {
             const double s6 = S6[i * d + j] / n;

@@ -40,6 +40,13 @@ ghf_mstep_status ghf_mstep(const ghf_model *m, ghf_mstep_opts *o, const double *
  * Sigma): (p, a, b) of next from s1..s3 (per observation) through the
  * family table, kept only if it improves; cur's otherwise.  The factor-form
  * EM (em_factor.c) shares it. */
+/* The CM step of mu and gamma (math.md 3.1), which does not depend on Sigma:
+ * from s1 = E[1/Y], s2 = E[Y] (averages) and the sums S4 = sum u x,
+ * S5 = sum E[1/Y|x] x over n rows.  symmetric: gamma = 0.  Returns OK, or
+ * GAUSS with `why` when E[Y]E[1/Y] -> 1.  Shared by the full and the factor
+ * M-steps. */
+ghf_mstep_status ghf_mstep_location(int symmetric, int d, double n, double s1, double s2, const double *S4,
+                                    const double *S5, double *mu, double *gamma, char *why, size_t whylen);
 ghf_mstep_status ghf_mstep_sub(const ghf_model *m, ghf_mstep_opts *o, int d, double s1, double s2, double s3,
                                const ghf_params *cur, ghf_params *next, char *why, size_t whylen);
 
