@@ -212,7 +212,11 @@ static int opt_check(opt_opts *o, opt_model *md, int dry, char *err, size_t errl
     const int d = fl->d;
     int finite = 1;
     for (int i = 0; i < d; i++) finite &= isfinite(fl->mu[i]) && isfinite(fl->gamma[i]);
-    for (long i = 0; i < (long)d * d; i++) finite &= isfinite(fl->sigma[i]) != 0;
+    if (fl->D) { /* the factor form: B and D, the only dispersion optimize reads */
+        for (long i = 0; i < (long)d * fl->factors; i++) finite &= isfinite(fl->B[i]) != 0;
+        for (int i = 0; i < d; i++) finite &= isfinite(fl->D[i]) != 0;
+    } else
+        for (long i = 0; i < (long)d * d; i++) finite &= isfinite(fl->sigma[i]) != 0;
     ghf_family fam;
     ghf_opt_law *L = &md->law;
     L->d = d, L->gauss = strcmp(fl->family, "gauss") == 0, L->p = fl->p, L->a = fl->a, L->b = fl->b;
