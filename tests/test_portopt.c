@@ -373,6 +373,71 @@ static void test_working_set(void)
     free(mu), free(ga), free(S), free(be), free(lo), free(hi), free(w), free(v);
 }
 
+/* The factor form (Sigma = B B' + diag(D), never formed): w'Sigma w and
+ * Sigma w through B, D equal the dense Sigma's, and the optimum through
+ * B, D equals the optimum through the dense Sigma formed from them (weights
+ * within 1e-9), for sd (gauss) and ES (nig), long-only and unconstrained. */
+static void test_factor_form(void)
+{
+    const int d = 60, R = 3;
+    double *mu = malloc(d * sizeof(double)), *ga = malloc(d * sizeof(double)), *S = malloc((size_t)d * d * sizeof(double));
+    double *B = malloc((size_t)d * R * sizeof(double)), *D = malloc(d * sizeof(double));
+    double *lo = malloc(d * sizeof(double)), *hi = malloc(d * sizeof(double)), *fre = malloc(d * sizeof(double));
+    double *w1 = malloc(d * sizeof(double)), *w2 = malloc(d * sizeof(double));
+    double *s1 = malloc(d * sizeof(double)), *s2 = malloc(d * sizeof(double));
+    for (int i = 0; i < d; i++) {
+        mu[i] = 2e-4 + 6e-4 * urand(), ga[i] = -2e-4 + 2e-4 * urand();
+        const double idio = 0.008 + 0.012 * urand();
+        D[i] = idio * idio;
+        for (int k = 0; k < R; k++) B[i * R + k] = 0.01 * nrand();
+        lo[i] = 0.0, hi[i] = INFINITY, fre[i] = -INFINITY;
+    }
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) {
+            double t = i == j ? D[i] : 0.0;
+            for (int k = 0; k < R; k++) t += B[i * R + k] * B[j * R + k];
+            S[(size_t)i * d + j] = t;
+        }
+    const ghf_opt_factor fac = {R, B, D};
+    double qmax = 0.0;
+    for (int t = 0; t < 20; t++) {
+        for (int i = 0; i < d; i++) w1[i] = nrand();
+        double q1, q2;
+        ghf_opt_quad_dense(S, d, w1, s1, &q1);
+        ghf_opt_quad_factor(&fac, d, w1, s2, &q2);
+        double e = fabs(q1 - q2) / q1;
+        for (int i = 0; i < d; i++) e = fmax(e, fabs(s1[i] - s2[i]) / sqrt(q1 * S[(size_t)i * d + i]));
+        qmax = fmax(qmax, e);
+    }
+    CHECK(qmax <= 1e-13, "factor form: w'Sigma w, Sigma w off the dense Sigma's by %.3g", qmax);
+    double wmax = 0.0;
+    for (int fi = 0; fi < 3; fi += 2) /* gauss (sd), nig (es) */
+        for (int ci = 0; ci < 2; ci++) {
+            const ghf_opt_cons c = {1.0, ci ? lo : fre, hi};
+            ghf_opt_law L = {.d = d, .gauss = FAMS[fi].gauss, .p = FAMS[fi].p, .a = FAMS[fi].a, .b = FAMS[fi].b,
+                             .mu = mu, .gamma = ga, .disp = {ghf_opt_quad_dense, S}};
+            ghf_opt_law_init(&L);
+            ghf_opt_law F = L;
+            F.disp = (ghf_opt_disp){ghf_opt_quad_factor, &fac};
+            const int m = fi == 0 ? GHF_OPT_SD : GHF_OPT_ES;
+            const ghf_opt_spec sp = {m, GHF_OPT_MIN_RISK, 0.975, 0.0, 0.0};
+            ghf_opt_result r1, r2;
+            CHECK(ghf_opt_solve(&L, &c, &sp, NULL, w1, &r1) == 0 && ghf_opt_solve(&F, &c, &sp, NULL, w2, &r2) == 0,
+                  "solve");
+            CHECK(r1.converged && r2.converged, "factor form %s %s: converged %d (dense) %d (B, D)", MNAME[m],
+                  ci ? "long-only" : "free", r1.converged, r2.converged);
+            double e = 0.0;
+            for (int i = 0; i < d; i++) e = fmax(e, fabs(w1[i] - w2[i]));
+            CHECK(e <= 1e-9, "factor form %s %s: |w(B, D) - w(dense Sigma)| = %.3g", MNAME[m],
+                  ci ? "long-only" : "free", e);
+            CHECK(fabs(r1.risk - r2.risk) <= 1e-12 * r1.risk, "factor form %s: risk %.17g vs %.17g", MNAME[m],
+                  r2.risk, r1.risk);
+            wmax = fmax(wmax, e);
+        }
+    printf("factor form d = %d R = %d: quad off by %.3g, optimum weights off by %.3g\n", d, R, qmax, wmax);
+    free(mu), free(ga), free(S), free(B), free(D), free(lo), free(hi), free(fre), free(w1), free(w2), free(s1), free(s2);
+}
+
 int main(void)
 {
     test_gradients();
@@ -380,5 +445,6 @@ int main(void)
     test_optimality();
     test_frontier();
     test_working_set();
+    test_factor_form();
     return test_summary("test_portopt");
 }

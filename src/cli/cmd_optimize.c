@@ -195,6 +195,7 @@ static int opt_parse(int argc, char **argv, opt_opts *o)
 typedef struct opt_model {
     ghf_fit_law fl;
     ghf_opt_law law;
+    ghf_opt_factor fac; /* the factor form: Sigma through B, D, never formed */
     double *lo, *hi;
     char data_file[4096], dataset[1024];
     int64_t row_start, row_count;
@@ -211,12 +212,17 @@ static int opt_check(opt_opts *o, opt_model *md, int dry, char *err, size_t errl
     const int d = fl->d;
     int finite = 1;
     for (int i = 0; i < d; i++) finite &= isfinite(fl->mu[i]) && isfinite(fl->gamma[i]);
-    for (long i = 0; i < (long)d * d; i++) finite &= isfinite(fl->sigma[i]) != 0;
+    if (fl->D) { /* the factor form: B and D, the only dispersion optimize reads */
+        for (long i = 0; i < (long)d * fl->factors; i++) finite &= isfinite(fl->B[i]) != 0;
+        for (int i = 0; i < d; i++) finite &= isfinite(fl->D[i]) != 0;
+    } else
+        for (long i = 0; i < (long)d * d; i++) finite &= isfinite(fl->sigma[i]) != 0;
     ghf_family fam;
     ghf_opt_law *L = &md->law;
     L->d = d, L->gauss = strcmp(fl->family, "gauss") == 0, L->p = fl->p, L->a = fl->a, L->b = fl->b;
     L->mu = fl->mu, L->gamma = fl->gamma, L->losses = o->losses;
     L->disp.quad = ghf_opt_quad_dense, L->disp.ctx = fl->sigma;
+    if (fl->D) md->fac = (ghf_opt_factor){fl->factors, fl->B, fl->D}, L->disp = (ghf_opt_disp){ghf_opt_quad_factor, &md->fac};
     if (ghf_family_parse(fl->family, &fam) != 0) {
         snprintf(err, errlen, "%s:/fits/%s: unknown family '%s'", o->model, o->fit, fl->family);
         return GHF_EXIT_USAGE;
@@ -263,7 +269,7 @@ static int opt_check(opt_opts *o, opt_model *md, int dry, char *err, size_t errl
     }
     const ghf_opt_cons cs = {o->budget, md->lo, md->hi};
     char why[512];
-    md->law.disp.ctx = md->fl.sigma;
+    md->law.disp.ctx = md->fl.D ? (const void *)&md->fac : (const void *)md->fl.sigma;
     if (ghf_opt_feasible(&cs, d, why, sizeof why)) {
         snprintf(err, errlen, "optimize: infeasible constraints: %s (d = %d assets)", why, d);
         return GHF_EXIT_USAGE;

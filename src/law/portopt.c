@@ -11,6 +11,7 @@
 #include <nlopt.h>
 
 #include "gig.h"
+#include "risk.h"
 
 #define OPT_KKT_TOL 1e-6   /* converged: the first-order residual at most this */
 #define OPT_POLISH 4       /* at most this many SLSQP runs, each from the last point (OPT_RESTART_TOL) */
@@ -37,6 +38,20 @@ void ghf_opt_quad_dense(const void *ctx, int d, const double *w, double *Sw, dou
         q += w[i] * t;
     }
     *wsw = q;
+}
+
+void ghf_opt_quad_factor(const void *ctx, int d, const double *w, double *Sw, double *wsw)
+{
+    const ghf_opt_factor *f = (const ghf_opt_factor *)ctx;
+    const int r = f->nf;
+    double bw[r > 0 ? r : 1];
+    *wsw = ghf_factor_quad(d, r, f->B, f->D, w, bw); /* risk.c: |B'w|^2 + w'Dw, B'w into bw */
+    for (int i = 0; i < d; i++) {
+        const double *row = f->B + (size_t)i * r;
+        double t = f->D[i] * w[i];
+        for (int k = 0; k < r; k++) t += row[k] * bw[k];
+        Sw[i] = t;
+    }
 }
 
 static int gamma_zero(const ghf_opt_law *law)

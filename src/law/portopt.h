@@ -32,6 +32,15 @@ typedef struct ghf_opt_disp {
 /* The dense Sigma [d*d] (row-major, symmetric): ctx = sigma. */
 void ghf_opt_quad_dense(const void *ctx, int d, const double *w, double *Sw, double *wsw);
 
+/* The factor form Sigma = B B' + diag(D) (docs/math.md 9), never formed:
+ * ctx = a ghf_opt_factor; w'Sigma w = |B'w|^2 + w'Dw and
+ * Sigma w = B (B'w) + D w, O(d nf) per evaluation. */
+typedef struct ghf_opt_factor {
+    int nf;                      /* R (0: diagonal) */
+    const double *B, *D;         /* B [d*nf] row-major, D [d] */
+} ghf_opt_factor;
+void ghf_opt_quad_factor(const void *ctx, int d, const double *w, double *Sw, double *wsw);
+
 typedef struct ghf_opt_law {
     int d, gauss;
     double p, a, b;              /* GIG(p, a, b) unless gauss */

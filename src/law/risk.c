@@ -12,22 +12,30 @@ int ghf_risk_severity(int s)
     return s == GHF_UNI_EDOM ? 3 : s == GHF_UNI_EACC ? 2 : s == GHF_UNI_INF ? 1 : 0;
 }
 
+double ghf_factor_quad(int d, int nf, const double *B, const double *D, const double *w, double *bw)
+{
+    double tmp[nf > 0 ? nf : 1];
+    double *t = bw ? bw : tmp, s2 = 0.0;
+    for (int k = 0; k < nf; k++) t[k] = 0.0;
+    for (int j = 0; j < d; j++) {
+        s2 += D[j] * w[j] * w[j];
+        for (int k = 0; k < nf; k++) t[k] += B[(size_t)j * nf + k] * w[j];
+    }
+    for (int k = 0; k < nf; k++) s2 += t[k] * t[k];
+    return s2;
+}
+
 /* one portfolio: the loss's (m, g, s) and its values; its worst status */
 static int one(const ghf_risk_law *lw, const ghf_uni_plan *pl, int K, const double *wi, double *var, double *es)
 {
     const int d = lw->d;
     double m = 0.0, g = 0.0, s2 = 0.0;
     if (lw->D) { /* Sigma = B B' + diag(D): s^2 = w'Dw + |B'w|^2 */
-        const int r = lw->nf;
-        double bw[r > 0 ? r : 1];
-        for (int k = 0; k < r; k++) bw[k] = 0.0;
         for (int j = 0; j < d; j++) {
             m -= wi[j] * lw->mu[j];
             g -= wi[j] * lw->gamma[j];
-            s2 += lw->D[j] * wi[j] * wi[j];
-            for (int k = 0; k < r; k++) bw[k] += lw->B[(size_t)j * r + k] * wi[j];
         }
-        for (int k = 0; k < r; k++) s2 += bw[k] * bw[k];
+        s2 = ghf_factor_quad(d, lw->nf, lw->B, lw->D, wi, NULL);
     } else
     for (int j = 0; j < d; j++) {
         double t = 0.0;

@@ -29,6 +29,10 @@ typedef struct ghf_risk_law {
 int ghf_risk_portfolios(const ghf_risk_law *law, int K, const double *alpha, size_t n_plan, const double *w,
                         int64_t n, int64_t row0, double *var, double *es, int64_t *bad_row);
 
+/* The factor form's w'Sigma w = |B'w|^2 + w'Dw, O(d nf) (B [d*nf] row-major,
+ * D [d]); B'w into bw [nf] when bw is not NULL.  Shared with portopt.c. */
+double ghf_factor_quad(int d, int nf, const double *B, const double *D, const double *w, double *bw);
+
 /* 0 OK, 1 INF, 2 EACC, 3 EDOM: how bad a ghf_uni_status is */
 int ghf_risk_severity(int status);
 

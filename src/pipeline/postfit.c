@@ -377,6 +377,8 @@ static int fit_opt(post *q, const ghf_fit_spec *s, int i, const ghf_fit_record *
     opt_cons(j, d, lo, hi, &cs);
     ghf_opt_law L = {.d = d, .gauss = fam == GHF_FAMILY_GAUSS, .p = law->p, .a = law->a, .b = law->b, .mu = law->mu,
                      .gamma = law->gamma, .disp = {ghf_opt_quad_dense, law->sigma}, .losses = j->opt_losses};
+    const ghf_opt_factor fac = {r->D ? r->factors : 0, r->B, r->D}; /* the factor form: Sigma never used */
+    if (r->D) L.disp = (ghf_opt_disp){ghf_opt_quad_factor, &fac};
     const char *lack = NULL;
     if (ghf_opt_law_init(&L) != 0) snprintf(why, sizeof why, "the fit's law is outside its family's domain");
     else if ((lack = ghf_opt_law_lacks(&L, j->opt_measure, 1)) != NULL) snprintf(why, sizeof why, "%s", lack);
