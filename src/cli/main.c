@@ -20,7 +20,7 @@ static void usage(FILE *f)
             "  ghfit generate --model gh|hyp|nig|vg|t|gauss --dim D --n N --seed S --out DATA.h5\n"
             "                 [--dataset /X] [--dtype float64|float32] [model parameters]\n"
             "  mpirun -np P ghfit fit --data DATA.h5 [--dataset /X] --model gh|hyp|nig|vg|t|gauss --out RESULT.h5\n"
-            "                         [--symmetric] [--p-fixed P] [--max-iter K] [--tol T]\n"
+            "                         [--symmetric] [--p-fixed P] [--sigma full|diag|factor:R] [--max-iter K] [--tol T]\n"
             "                         [--backend auto|cpu|cuda] [--seed S] [--quiet] [--checkpoint FILE] [--resume]\n"
             "  mpirun -np P ghfit run JOB.yaml [overrides]      job files and parameter sweeps\n"
             "  ghfit check [--ranks P] fit|run ARGS...          what fit or run would refuse, in seconds, fitting nothing\n"
