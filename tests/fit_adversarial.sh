@@ -15,23 +15,11 @@
 set -uo pipefail
 G=$1; H=$2; W=$3
 PY=/usr/bin/python3
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$W"; mkdir -p "$W"; cd "$W"
 . "$(dirname "$0")/lib.sh"
 "$PY" -c "import h5py" 2>/dev/null || { echo "h5py not available at $PY"; exit 1; }
-"$PY" - <<'PY'
-import h5py, numpy as np
-def w(name, x):
-    with h5py.File(name + ".h5", "w") as f: f["X"] = x
-rng = np.random.default_rng(20261201)
-w("gauss", rng.standard_normal((5000, 3)))
-w("lognormal", np.exp(0.8 * rng.standard_normal((3000, 2))))
-h = rng.standard_normal((2000, 3)); h[:1000] = 0.0
-w("halfzero", h)
-w("bimodal", np.concatenate([rng.normal(-2.5, 1, 1000), rng.normal(2.5, 1, 1000)]).reshape(-1, 1))
-w("ties", np.round(2.0 * rng.standard_normal((5000, 3))))
-e = rng.standard_normal((20000, 3)); e[777, 1] = 1e20
-w("extreme", e)
-PY
+"$PY" "$SRC/tests/adversarial_data.py" || { echo "cannot write the data sets"; exit 1; }
 fail=0
 declare -A LL ST
 for data in gauss lognormal halfzero bimodal ties extreme; do

@@ -16,24 +16,12 @@
 set -uo pipefail
 G=$1; H=$2; W=$3; WHICH=${4:-quick}
 PY=/usr/bin/python3
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 rm -rf "$W"; mkdir -p "$W"; cd "$W"
 "$PY" -c "import h5py" 2>/dev/null || { echo "h5py not available at $PY"; exit 1; }
-# the data of tests/fit_adversarial.sh (same generator, same order of draws)
-"$PY" - <<'PY'
-import h5py, numpy as np
-def w(name, x):
-    with h5py.File(name + ".h5", "w") as f: f["X"] = x
-rng = np.random.default_rng(20261201)
-w("gauss", rng.standard_normal((5000, 3)))
-w("lognormal", np.exp(0.8 * rng.standard_normal((3000, 2))))
-h = rng.standard_normal((2000, 3)); h[:1000] = 0.0
-w("halfzero", h)
-w("bimodal", np.concatenate([rng.normal(-2.5, 1, 1000), rng.normal(2.5, 1, 1000)]).reshape(-1, 1))
-w("ties", np.round(2.0 * rng.standard_normal((5000, 3))))
-e = rng.standard_normal((20000, 3)); e[777, 1] = 1e20
-w("extreme", e)
-PY
+# the data of tests/fit_adversarial.sh (tests/adversarial_data.py)
+"$PY" "$SRC/tests/adversarial_data.py" || { echo "cannot write the data sets"; exit 1; }
 "$G" generate --model gh --dim 3 --n 200000 --seed 7 --p -1.5 --a 2 --b 1 --out big.h5 >/dev/null
 fail=0
 # one_set DATA HOOK RANKS...
