@@ -160,9 +160,11 @@ static int write_contents(hid_t f, const ghf_ckpt *c)
             rc = -1;
             break;
         }
-        const hsize_t np = (hsize_t)ghf_ckpt_param_len(r->d);
+        const hsize_t np = (hsize_t)ghf_ckpt_run_len(r->d, r->disp, r->nf);
         if (ghf__attr_i64(rg, "index", r->index) < 0 || ghf__attr_str(rg, "name", r->name) < 0 ||
             (r->family[0] && ghf__attr_str(rg, "family", r->family) < 0) ||
+            (r->disp && (ghf__attr_str(rg, "sigma_structure", r->disp == 1 ? "diag" : "factor") < 0 ||
+                         ghf__attr_int(rg, "factors", r->nf) < 0)) ||
             ghf__attr_int(rg, "iter", r->iter) < 0 || ghf__attr_int(rg, "dim", r->d) < 0 ||
             write_arr(rg, "cur", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, np, r->cur) < 0 ||
             write_arr(rg, "prev", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, np, r->prev) < 0 ||
@@ -434,8 +436,14 @@ static int read_contents(hid_t f, ghf_ckpt *c)
             free(fam);
             r->iter = (int)it;
             r->d = (int)dd;
-            const int64_t np = ghf_ckpt_param_len(r->d);
-            ok = read_arr(rg, "cur", H5T_NATIVE_DOUBLE, sizeof(double), np, (void **)&r->cur, NULL) == 0 &&
+            if (H5Aexists(rg, "factors") > 0) { /* a diag or factor fit */
+                int64_t nf = -1;
+                ok = ghf__attr_read_i64(rg, "factors", &nf) == 0 && nf >= 0 && nf < dd;
+                r->nf = ok ? (int)nf : 0;
+                r->disp = nf == 0 ? 1 : 2;
+            }
+            const int64_t np = ghf_ckpt_run_len(r->d, r->disp, r->nf);
+            ok = ok && read_arr(rg, "cur", H5T_NATIVE_DOUBLE, sizeof(double), np, (void **)&r->cur, NULL) == 0 &&
                  read_arr(rg, "prev", H5T_NATIVE_DOUBLE, sizeof(double), np, (void **)&r->prev, NULL) == 0 &&
                  read_arr(rg, "trace", H5T_NATIVE_DOUBLE, sizeof(double), it, (void **)&r->trace, NULL) == 0;
         }

@@ -60,7 +60,11 @@ typedef struct ghf_ckpt_run {
     char family[16]; /* the family's name ("" in files without it: any GIG law) */
     int d;
     int iter;
-    double *cur, *prev; /* [2d + d*d + 3] each */
+    /* the dispersion's form (ghf_params.disp: 0 full, 1 diag, 2 factor) and
+     * its factors; files without the attributes hold full-form fits */
+    int disp, nf;
+    double *cur, *prev; /* [ghf_ckpt_run_len] each: mu, gamma, sigma [d*d] (full)
+                           or B [d*nf] and D [d] (diag, factor), then p, a, b */
     double *trace;      /* [iter] */
 } ghf_ckpt_run;
 
@@ -92,6 +96,8 @@ typedef struct ghf_ckpt {
 
 /* Packed length of one parameter set. */
 static inline int ghf_ckpt_param_len(int d) { return 2 * d + d * d + 3; }
+/* ... of a fit of the given form (disp 0: full) */
+static inline int ghf_ckpt_run_len(int d, int disp, int nf) { return disp ? 3 * d + d * nf + 3 : ghf_ckpt_param_len(d); }
 
 /* "<stem>_prev<.ext>" for "<stem>.<ext>", else "<path>_prev". */
 void ghf_ckpt_prev_path(const char *path, char *buf, size_t len);

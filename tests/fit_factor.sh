@@ -14,8 +14,12 @@
 #    *_f2 and factor:R's AIC uses d R - R(R-1)/2 + d dispersion parameters;
 #  - the fitted-law commands read a factor fit: eval's total is the fit's
 #    log-likelihood (1e-10), sample draws from it;
+#  - checkpoints: a factor:2 fit stopped by SIGUSR1 mid-run (exit 75, the
+#    checkpoint kept) and resumed ends bitwise equal to the uninterrupted fit
+#    (loglik, trace, n_iter, mu, gamma, B, D, p, a, b), on 1 and 2 ranks; a
+#    resume with --sigma factor:3 from that factor:2 checkpoint: exit 2, one line;
 #  - bad input: factor:0, factor:x, factor:R with R >= d, factor with
-#    --se, --checkpoint, --missing em, --backend cuda: exit 2, one line.
+#    --se, --missing em, --backend cuda: exit 2, one line.
 # usage: fit_factor.sh GHFIT H5GET WORKDIR
 set -uo pipefail
 G=$1; H=$2; W=$3
@@ -130,12 +134,37 @@ print(f"ok   [risk: factor form vs dense Sigma]: largest relative difference {e:
 raise SystemExit(0 if e < 1e-12 else 1)
 PYEOF
 
+# checkpoints: stop mid-run (SIGUSR1), resume, the same bits as without the stop
+dumpf() { # FILE: every value of the nig fit, %.17g (equal text = equal bits)
+  local a; for a in loglik n_iter status; do echo "$a $("$H" "$1" /fits/nig $a)"; done
+  for a in loglik params/mu params/gamma params/B params/D params/sigma params/p params/a params/b; do
+    echo "$a"; "$H" "$1" /fits/nig/$a; done
+}
+CK=(fit --data data.h5 --model nig --sigma factor:2 --max-iter 3000 --quiet)
+"$G" "${CK[@]}" --out ck_ref.h5 || { echo "FAIL: checkpoint reference fit"; fail=1; }
+dumpf ck_ref.h5 > ck_ref.txt
+for np in 1 2; do
+  rm -f ck.h5 ck_prev.h5 ck_x.h5 ck_r.h5
+  GHFIT_TEST_ITER_SLEEP=60 $MPI -np $np "$G" "${CK[@]}" --out ck_x.h5 --checkpoint ck.h5 --checkpoint-every 3 >ck_stop.txt 2>&1 &
+  pid=$!
+  wait_until "[ -e ck_prev.h5 ]" 60 || echo "FAIL [checkpoint np$np]: no second checkpoint"
+  kill -USR1 $pid; wait $pid; rc=$?
+  { [ $rc = 75 ] && [ -e ck.h5 ] && [ ! -e ck_x.h5 ] && grep -q "^ghfit: note: stopped on a signal at iteration" ck_stop.txt; } \
+    || { echo "FAIL [checkpoint np$np]: the stop: exit $rc"; cat ck_stop.txt; fail=1; continue; }
+  cp ck.h5 ck_keep.h5
+  $MPI -np $np "$G" "${CK[@]}" --out ck_r.h5 --checkpoint ck.h5 --resume >ck_res.txt 2>&1 || { echo "FAIL [checkpoint np$np]: resume"; cat ck_res.txt; fail=1; continue; }
+  dumpf ck_r.h5 > ck_r.txt
+  if cmp -s ck_ref.txt ck_r.txt; then echo "ok   [checkpoint np$np]: $(grep -o 'iteration [0-9]*' ck_stop.txt), resumed: the same bits, $(sed -n 2p ck_r.txt)"
+  else echo "FAIL [checkpoint np$np]: the resumed fit differs"; diff ck_ref.txt ck_r.txt | head -5; fail=1; fi
+done
+cp ck_keep.h5 ck.h5
+refused fit "checkpoint does not belong to this run" -- "${CK[@]/factor:2/factor:3}" --out out.h5 --checkpoint ck.h5 --resume
+
 # bad input
 refused fit "factor:0" -- --data data.h5 --model nig --sigma factor:0 --out out.h5
 refused fit "factor:x" -- --data data.h5 --model nig --sigma factor:x --out out.h5
 refused fit "fewer factors than the 6 columns" -- --data data.h5 --model nig --sigma factor:6 --out out.h5
 refused fit "standard errors" -- --data data.h5 --model nig --sigma factor:1 --se --out out.h5
-refused fit "checkpoints" -- --data data.h5 --model nig --sigma diag --checkpoint c.h5 --out out.h5
 refused fit "missing em" -- --data data.h5 --model nig --sigma factor:1 --missing em --out out.h5
 refused fit "backend cuda" -- --data data.h5 --model nig --sigma factor:1 --backend cuda --out out.h5
 printf 'data: data.h5\nout: out.h5\nfamily: nig\nsigma: [full, factor:0]\n' > bad.yaml

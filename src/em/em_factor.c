@@ -764,7 +764,10 @@ int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t n
     /* the starts: the family's subordinator candidates, start_iters EM steps each */
     double cand[16][3];
     int ncand = 1;
-    if (e.gauss) cand[0][0] = cand[0][1] = cand[0][2] = NAN;
+    /* a checkpoint's state (of this form: the caller checks): no starts */
+    const ghf_em_state *rs = o->resume && o->resume->cur.D && o->resume->cur.nf == nf ? o->resume : NULL;
+    if (rs) ncand = 0;
+    else if (e.gauss) cand[0][0] = cand[0][1] = cand[0][2] = NAN;
     else if (o->init) {
         cand[0][0] = o->init->p, cand[0][1] = o->init->a, cand[0][2] = o->init->b;
     } else
@@ -805,7 +808,15 @@ int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t n
             have = 1;
         }
     }
-    ghf_params_copy(&cur, &best);
+    int k = 0;
+    if (rs) {
+        k = rs->iter < max_iter ? rs->iter : max_iter;
+        ghf_params_copy(&cur, &rs->cur);
+        if (k > 0) ghf_params_copy(&prev, &rs->prev);
+        memcpy(r->trace, rs->trace, (size_t)k * sizeof(double));
+        have = 1;
+    } else
+        ghf_params_copy(&cur, &best);
     r->t_init = MPI_Wtime() - t_start;
     const double te0 = e.t_estep;
     int erc = have ? fx_estep(&e, &cur, err, errlen) : -1;
@@ -819,11 +830,26 @@ int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t n
         goto done;
     }
     double ll = e.stats[GHF_ST_LL];
-    r->trace[0] = ll;
-    int k = 0;
+    r->trace[k] = ll;
+    /* the resumable state at the top of each iteration (theta_k, theta_{k-1},
+     * the trace before k): the E-step at theta_k is a function of theta_k
+     * alone, so a run resumed from it repeats the same arithmetic */
+    ghf_em_state st;
+    memset(&st, 0, sizeof st);
+    st.trace = r->trace;
+    st.trace_cap = max_iter + 2;
     for (;;) {
         const double t_it = MPI_Wtime();
-        if (e.stats[GHF_ST_STOP] > 0) {
+        st.iter = k;
+        st.cur = cur; /* shallow: the loop's own parameters */
+        st.prev = k > 0 ? prev : cur;
+        const int stopping = e.stats[GHF_ST_STOP] > 0;
+        if (o->on_state && o->on_state(o->on_state_ctx, &st, stopping) != 0) {
+            snprintf(err, errlen, "writing the checkpoint failed");
+            rc = 1;
+            goto out;
+        }
+        if (stopping) {
             ghf__em_finish(r, &cur, ll, k, r->trace, GHF_EM_INTERRUPTED, "interrupted: stop requested (signal)");
             break;
         }

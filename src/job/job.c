@@ -296,7 +296,6 @@ int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen)
     const char *s = j->source ? j->source : "job";
     const char *why = j->missing_em ? "--missing em (missing: em)"
                       : j->se ? "standard errors (--se, se:)"
-                      : j->checkpoint ? "checkpoints (--checkpoint, checkpoint:)"
                       : j->backend && !strcmp(j->backend, "cuda") ? "--backend cuda (the factor form runs on the CPU backend only)"
                       : NULL;
     if (why) {

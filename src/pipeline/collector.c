@@ -189,6 +189,8 @@ static void coll_handle(collector *c, MPI_Status *ms)
         snprintf(r.family, sizeof r.family, "%s", nm ? nm : "");
         free(nm);
         r.d = (int)ghf_unpack_i64(&u);
+        r.disp = (int)ghf_unpack_i64(&u);
+        r.nf = (int)ghf_unpack_i64(&u);
         r.iter = (int)ghf_unpack_i64(&u);
         int64_t k;
         r.cur = ghf_unpack_f64s(&u, &k);
@@ -322,7 +324,7 @@ static void print_table(collector *c)
 /* a deep copy of a running fit's state (0, or -1 when out of memory) */
 static int run_copy(ghf_ckpt_run *dst, const ghf_ckpt_run *src)
 {
-    const size_t np = (size_t)ghf_ckpt_param_len(src->d);
+    const size_t np = (size_t)ghf_ckpt_run_len(src->d, src->disp, src->nf);
     *dst = *src;
     dst->cur = malloc(np * sizeof(double));
     dst->prev = malloc(np * sizeof(double));

@@ -97,13 +97,15 @@ static void deliver_state(group_ctx *g, const ghf_em_state *st, int stopping)
         return;
     }
     ghf_pack b = {0};
-    const int np = ghf_ckpt_param_len(r.d);
+    const int np = ghf_ckpt_run_len(r.d, r.disp, r.nf);
     ghf_pack_i64(&b, g->group);
     ghf_pack_i64(&b, stopping);
     ghf_pack_i64(&b, r.index);
     ghf_pack_str(&b, r.name);
     ghf_pack_str(&b, r.family);
     ghf_pack_i64(&b, r.d);
+    ghf_pack_i64(&b, r.disp);
+    ghf_pack_i64(&b, r.nf);
     ghf_pack_i64(&b, r.iter);
     ghf_pack_f64s(&b, r.cur, np);
     ghf_pack_f64s(&b, r.prev, np);
@@ -593,6 +595,14 @@ enum { FIT_DONE, FIT_FAILED, FIT_STOPPED, FIT_ERROR };
 
 /* Fits one spec on the group's loaded rows (dc).  Collective over the
  * group.  *status holds GROUP_ERROR + exit status for FIT_ERROR. */
+/* --sigma's spelling of a form (-1 full, 0 diag, R factors) */
+static void form_name(int r, char *b, size_t n)
+{
+    if (r < 0) snprintf(b, n, "full");
+    else if (r == 0) snprintf(b, n, "diag");
+    else snprintf(b, n, "factor:%d", r);
+}
+
 static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const ghf_ckpt_run *rs, warm *w,
                    double t0, const char *what, int *status, char *msg, size_t msglen)
 {
@@ -618,7 +628,11 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
     int have_init = 0;
     ghf_em_state rstate;
     int have_rstate = 0;
-    if (rs && rs->d == data->d) {
+    /* the checkpoint's form of Sigma against this run's --sigma (the same verdict on every rank) */
+    const int rs_form = rs ? (rs->disp ? rs->nf : -1) : s->sigma_r;
+    if (rs && rs_form != s->sigma_r) {
+        /* refused below */
+    } else if (rs && rs->d == data->d) {
         if (ghf_ckpt_run_to_state(rs, j->max_iter, &rstate) == 0) {
             have_rstate = 1;
             eo.resume = &rstate;
@@ -642,7 +656,14 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
     out.n_dropped = dc->shard.n_dropped;
     out.sigma_r = s->sigma_r;
     int st;
-    if (s->sigma_r >= data->d) { /* the same verdict on every rank */
+    char fa[32], fb[32];
+    if (rs_form != s->sigma_r) {
+        form_name(rs_form, fa, sizeof fa);
+        form_name(s->sigma_r, fb, sizeof fb);
+        snprintf(msg, msglen, "%s: the checkpoint's fit %s has --sigma %s, this run --sigma %s (remove it, or run without --resume)",
+                 j->checkpoint, s->name, fa, fb);
+        st = GHF_EXIT_USAGE;
+    } else if (s->sigma_r >= data->d) { /* the same verdict on every rank */
         snprintf(msg, msglen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
                  s->sigma_r, data->d);
         st = GHF_EXIT_USAGE;

@@ -21,10 +21,19 @@ void ghf_params_pack(const ghf_params *t, double *buf)
     const int d = t->d;
     memcpy(buf, t->mu, (size_t)d * sizeof(double));
     memcpy(buf + d, t->gamma, (size_t)d * sizeof(double));
-    memcpy(buf + 2 * d, t->sigma, (size_t)d * d * sizeof(double));
-    buf[2 * d + d * d] = t->p;
-    buf[2 * d + d * d + 1] = t->a;
-    buf[2 * d + d * d + 2] = t->b;
+    int o = 2 * d;
+    if (t->disp) { /* diag, factor: B [d*nf], D [d] */
+        if (t->nf > 0) memcpy(buf + o, t->B, (size_t)d * t->nf * sizeof(double));
+        o += d * t->nf;
+        memcpy(buf + o, t->D, (size_t)d * sizeof(double));
+        o += d;
+    } else {
+        memcpy(buf + o, t->sigma, (size_t)d * d * sizeof(double));
+        o += d * d;
+    }
+    buf[o] = t->p;
+    buf[o + 1] = t->a;
+    buf[o + 2] = t->b;
 }
 
 void ghf_params_unpack(const double *buf, ghf_params *t)
@@ -32,10 +41,19 @@ void ghf_params_unpack(const double *buf, ghf_params *t)
     const int d = t->d;
     memcpy(t->mu, buf, (size_t)d * sizeof(double));
     memcpy(t->gamma, buf + d, (size_t)d * sizeof(double));
-    memcpy(t->sigma, buf + 2 * d, (size_t)d * d * sizeof(double));
-    t->p = buf[2 * d + d * d];
-    t->a = buf[2 * d + d * d + 1];
-    t->b = buf[2 * d + d * d + 2];
+    int o = 2 * d;
+    if (t->disp) {
+        if (t->nf > 0) memcpy(t->B, buf + o, (size_t)d * t->nf * sizeof(double));
+        o += d * t->nf;
+        memcpy(t->D, buf + o, (size_t)d * sizeof(double));
+        o += d;
+    } else {
+        memcpy(t->sigma, buf + o, (size_t)d * d * sizeof(double));
+        o += d * d;
+    }
+    t->p = buf[o];
+    t->a = buf[o + 1];
+    t->b = buf[o + 2];
 }
 
 void ghf_ckpt_run_clear(ghf_ckpt_run *r)
@@ -49,8 +67,9 @@ void ghf_ckpt_run_clear(ghf_ckpt_run *r)
 int ghf_ckpt_run_set(ghf_ckpt_run *r, int64_t index, const char *name, const ghf_em_state *st)
 {
     const int d = st->cur.d;
-    const int np = ghf_ckpt_param_len(d);
-    if (r->d != d || !r->cur || !r->prev) {
+    const int disp = st->cur.disp, nf = st->cur.disp ? st->cur.nf : 0;
+    const int np = ghf_ckpt_run_len(d, disp, nf);
+    if (r->d != d || r->disp != disp || r->nf != nf || !r->cur || !r->prev) {
         free(r->cur);
         free(r->prev);
         r->cur = malloc((size_t)np * sizeof(double));
@@ -62,6 +81,8 @@ int ghf_ckpt_run_set(ghf_ckpt_run *r, int64_t index, const char *name, const ghf
     r->index = index;
     if (name != r->name) snprintf(r->name, sizeof r->name, "%s", name);
     r->d = d;
+    r->disp = disp;
+    r->nf = nf;
     r->iter = st->iter;
     ghf_params_pack(&st->cur, r->cur);
     if (st->iter > 0) ghf_params_pack(&st->prev, r->prev);
@@ -73,6 +94,14 @@ int ghf_ckpt_run_set(ghf_ckpt_run *r, int64_t index, const char *name, const ghf
 int ghf_ckpt_run_to_state(const ghf_ckpt_run *r, int max_iter, ghf_em_state *st)
 {
     if (ghf_em_state_alloc(st, r->d, max_iter > r->iter ? max_iter : r->iter) != 0) return -1;
+    if (r->disp) { /* diag, factor: B and D instead of sigma */
+        ghf_params_free(&st->cur);
+        ghf_params_free(&st->prev);
+        if (ghf_params_alloc_factor(&st->cur, r->d, r->nf, 0) || ghf_params_alloc_factor(&st->prev, r->d, r->nf, 0)) {
+            ghf_em_state_free(st);
+            return -1;
+        }
+    }
     st->iter = r->iter;
     ghf_params_unpack(r->cur, &st->cur);
     ghf_params_unpack(r->prev, &st->prev);
@@ -172,10 +201,12 @@ static void pack_ckpt(ghf_pack *b, const ghf_ckpt *c)
     ghf_pack_i64(b, c->n_run);
     for (int i = 0; i < c->n_run; i++) {
         const ghf_ckpt_run *r = &c->run[i];
-        const int np = ghf_ckpt_param_len(r->d);
+        const int np = ghf_ckpt_run_len(r->d, r->disp, r->nf);
         ghf_pack_i64(b, r->index);
         ghf_pack_str(b, r->name);
         ghf_pack_i64(b, r->d);
+        ghf_pack_i64(b, r->disp);
+        ghf_pack_i64(b, r->nf);
         ghf_pack_i64(b, r->iter);
         ghf_pack_f64s(b, r->cur, np);
         ghf_pack_f64s(b, r->prev, np);
@@ -214,6 +245,8 @@ static int unpack_ckpt(ghf_unpack *u, ghf_ckpt *c)
         snprintf(r->name, sizeof r->name, "%s", nm ? nm : "");
         free(nm);
         r->d = (int)ghf_unpack_i64(u);
+        r->disp = (int)ghf_unpack_i64(u);
+        r->nf = (int)ghf_unpack_i64(u);
         r->iter = (int)ghf_unpack_i64(u);
         r->cur = ghf_unpack_f64s(u, &n);
         r->prev = ghf_unpack_f64s(u, &n);
@@ -277,13 +310,17 @@ static int check_id(const ghf_ckpt *c, const ghf_ckpt_id *id, const char *path, 
 
 /* The first invalid value of a packed parameter set (what = "cur" or
  * "prev"; full: the model's domain too), or 0. */
-static int bad_params(const double *v, int d, const char *family, const char *what, int full, char *out, size_t len)
+static int bad_params(const double *v, const ghf_ckpt_run *r, const char *what, int full, char *out, size_t len)
 {
-    const int np = ghf_ckpt_param_len(d);
+    const int d = r->d, disp = r->disp, nf = r->nf;
+    const char *family = r->family;
+    const int np = ghf_ckpt_run_len(d, disp, nf);
     for (int i = 0; i < np; i++) {
         if (isfinite(v[i])) continue;
         if (i < d) snprintf(out, len, "%s.mu[%d] = %g", what, i, v[i]);
         else if (i < 2 * d) snprintf(out, len, "%s.gamma[%d] = %g", what, i - d, v[i]);
+        else if (disp && i < 2 * d + d * nf) snprintf(out, len, "%s.B[%d][%d] = %g", what, (i - 2 * d) / nf, (i - 2 * d) % nf, v[i]);
+        else if (disp && i < 3 * d + d * nf) snprintf(out, len, "%s.D[%d] = %g", what, i - 2 * d - d * nf, v[i]);
         else if (i < 2 * d + d * d) snprintf(out, len, "%s.sigma[%d][%d] = %g", what, (i - 2 * d) / d, (i - 2 * d) % d, v[i]);
         else snprintf(out, len, "%s.%s = %g", what, i == np - 3 ? "p" : i == np - 2 ? "a" : "b", v[i]);
         return 1;
@@ -298,7 +335,10 @@ static int bad_params(const double *v, int d, const char *family, const char *wh
     else if (fabs(p) > GHF_P_MAX_ANY) snprintf(out, len, "%s.p = %g is outside [-%g, %g]", what, p, GHF_P_MAX_ANY, GHF_P_MAX_ANY);
     else if (a < 0.0 || b < 0.0 || (a == 0.0 && b == 0.0))
         snprintf(out, len, "%s.a = %g, %s.b = %g: not a GIG law (a, b >= 0, not both 0)", what, a, what, b);
-    else {
+    else if (disp) {
+        if (isfinite(ghf_factor_logdet(d, nf, v + 2 * d, v + 2 * d + d * nf))) return 0;
+        snprintf(out, len, "%s: B B' + D is not positive definite (D must be positive)", what);
+    } else {
         ghf_params t;
         ghf_derived g;
         int rc = -1;
@@ -322,8 +362,8 @@ static int validate(const ghf_ckpt *c, const char *path, char *err, size_t errle
         char what[256] = "";
         if (r->d != c->d) snprintf(what, sizeof what, "dim = %d, the data have %d columns", r->d, c->d);
         else if (r->iter < 0) snprintf(what, sizeof what, "iter = %d", r->iter);
-        else if (!bad_params(r->cur, r->d, r->family, "cur", 1, what, sizeof what) &&
-                 !bad_params(r->prev, r->d, r->family, "prev", 0, what, sizeof what))
+        else if (!bad_params(r->cur, r, "cur", 1, what, sizeof what) &&
+                 !bad_params(r->prev, r, "prev", 0, what, sizeof what))
             for (int k = 0; k < r->iter && !what[0]; k++)
                 if (!isfinite(r->trace[k])) snprintf(what, sizeof what, "trace[%d] = %g", k, r->trace[k]);
         if (what[0]) {
