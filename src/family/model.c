@@ -295,3 +295,56 @@ double ghf_logpdf(const ghf_params *t, const double *x)
     ghf_derived_free(&g);
     return out;
 }
+
+int ghf_mixture_alloc(ghf_mixture *m, int K, int d)
+{
+    memset(m, 0, sizeof *m);
+    if (K < 1) return -1;
+    m->prop = calloc((size_t)K, sizeof(double));
+    m->comp = calloc((size_t)K, sizeof(ghf_params));
+    if (!m->prop || !m->comp) {
+        free(m->prop);
+        free(m->comp);
+        memset(m, 0, sizeof *m);
+        return -1;
+    }
+    m->K = K;
+    m->d = d;
+    for (int k = 0; k < K; k++)
+        if (ghf_params_alloc(&m->comp[k], d) != 0) {
+            ghf_mixture_free(m);
+            return -1;
+        }
+    return 0;
+}
+
+void ghf_mixture_free(ghf_mixture *m)
+{
+    if (m->comp)
+        for (int k = 0; k < m->K; k++) ghf_params_free(&m->comp[k]);
+    free(m->comp);
+    free(m->prop);
+    memset(m, 0, sizeof *m);
+}
+
+double ghf_mixture_logpdf(const ghf_mixture *m, const double *x, double *tau)
+{
+    double mx = -INFINITY, s = 0.0;
+    double lk[64];
+    double *l = m->K <= 64 ? lk : malloc((size_t)m->K * sizeof(double));
+    if (!l) return NAN;
+    for (int k = 0; k < m->K; k++) {
+        l[k] = log(m->prop[k]) + ghf_logpdf(&m->comp[k], x);
+        if (isnan(l[k])) mx = NAN;
+        else if (!isnan(mx) && l[k] > mx) mx = l[k];
+    }
+    double r = mx;
+    if (isfinite(mx)) {
+        for (int k = 0; k < m->K; k++) s += exp(l[k] - mx);
+        r = mx + log(s);
+    }
+    if (tau)
+        for (int k = 0; k < m->K; k++) tau[k] = isfinite(r) ? exp(l[k] - r) : NAN;
+    if (l != lk) free(l);
+    return r;
+}

@@ -82,4 +82,21 @@ void ghf_params_normalize(ghf_params *t, double logdet_sigma);
 /* log-density of one point (slow path; tests and tools) */
 double ghf_logpdf(const ghf_params *t, const double *x);
 
+/* A K-component mixture of one family's laws (--components K; docs/math.md
+ * 10, docs/output-schema.md "Mixtures"): f(x) = sum_k prop[k] f_k(x).  Each
+ * component is a full-form ghf_params of dimension d in its own |Sigma| = 1
+ * gauge; K = 1 is a single law. */
+typedef struct ghf_mixture {
+    int K, d;
+    double *prop;     /* [K] mixing proportions, positive, sum 1 */
+    ghf_params *comp; /* [K] */
+} ghf_mixture;
+
+/* K components of dimension d (full form).  0, or -1 (out of memory). */
+int  ghf_mixture_alloc(ghf_mixture *m, int K, int d);
+void ghf_mixture_free(ghf_mixture *m);
+/* log f(x) by log-sum-exp over the components (slow path; tests and tools);
+ * tau [K] (or NULL) receives the posterior probabilities pi_k f_k(x) / f(x). */
+double ghf_mixture_logpdf(const ghf_mixture *m, const double *x, double *tau);
+
 #endif
