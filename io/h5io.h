@@ -339,6 +339,19 @@ typedef struct ghf_fit_record {
      * attributes sigma_structure and factors; params/sigma only for d <=
      * GHF_SIGMA_WRITE_MAX_D (docs/output-schema.md) */
     int factors; const double *B, *D;
+    /* a mixture (--components K >= 2; docs/output-schema.md "Mixtures";
+     * n_components 0 or 1: a single law, nothing written): the proportions
+     * [K], per component mu, gamma [K][d], sigma [K][d][d], (p, a, b) [K][3],
+     * its moments mean [K][d], cov [K][d][d] and why they are NaN (K strings,
+     * NULL entries: none); the attribute icl; every start's final
+     * log-likelihood, iterations and convergence [n_starts].  mu, gamma,
+     * sigma, p, a, b above are component 0's and mean, cov the mixture's;
+     * no params/ group is written. */
+    int n_components;
+    const double *mix_prop, *mix_mu, *mix_gamma, *mix_sigma, *mix_pab, *mix_mean, *mix_cov;
+    const char *const *mix_note;
+    double icl;
+    int n_starts; const double *start_ll; const int *start_iter, *start_conv;
 } ghf_fit_record;
 #define GHF_SIGMA_WRITE_MAX_D 1000
 

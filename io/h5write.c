@@ -351,6 +351,12 @@ static int check_record(const ghf_h5_writer *w, const ghf_fit_record *r, char *e
         ghf__seterr(err, errlen, "%s:/fits/%s: invalid log-likelihood trace", fp, r->name);
         return 2;
     }
+    if (r->n_components > 1 && (!r->mix_prop || !r->mix_mu || !r->mix_gamma || !r->mix_sigma || !r->mix_pab ||
+                                !r->mix_mean || !r->mix_cov || r->n_starts < 1 || !r->start_ll || !r->start_iter ||
+                                !r->start_conv)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: invalid mixture record", fp, r->name);
+        return 2;
+    }
     if (r->n_phases < 0 || (r->n_phases > 0 && (!r->phase_names || r->n_ranks < 1 || !r->phase_s))) {
         ghf__seterr(err, errlen, "%s:/fits/%s: invalid profile (phases, ranks or seconds missing)", fp, r->name);
         return 2;
@@ -366,6 +372,65 @@ static int check_record(const ghf_h5_writer *w, const ghf_fit_record *r, char *e
             return 2;
         }
     return 0;
+}
+
+static int write_i32(hid_t loc, const char *name, int n, const int *v, const char *desc)
+{
+    const hsize_t dim = (hsize_t)n;
+    return write_ds(loc, name, H5T_STD_I32LE, H5T_NATIVE_INT, 1, &dim, v, desc);
+}
+
+/* A mixture's blocks (docs/output-schema.md "Mixtures"): proportions,
+ * components/<k>/{params,moments}, starts/.  -1 on an HDF5 error. */
+static int write_mixture(hid_t g, const ghf_fit_record *r)
+{
+    const int d = r->d, K = r->n_components;
+    const size_t dd = (size_t)d * d;
+    const hsize_t d1 = (hsize_t)d, d2[2] = {(hsize_t)d, (hsize_t)d}, k1 = (hsize_t)K;
+    int bad = 0;
+    bad |= ghf__attr_int(g, "n_components", K) < 0;
+    bad |= ghf__attr_f64(g, "icl", r->icl) < 0;
+    bad |= write_f64(g, "proportions", 1, &k1, r->mix_prop, "mixing proportions pi_k (sum 1; by decreasing proportion)") < 0;
+    hid_t gc = make_group(g, "components", "the mixture's components k = 0 .. K-1, each as a single fit's params/ and moments/");
+    bad |= gc < 0;
+    for (int k = 0; k < K && gc >= 0 && !bad; k++) {
+        char nm[24];
+        snprintf(nm, sizeof nm, "%d", k);
+        hid_t ck = make_group(gc, nm, "one component: its parameters and moments");
+        bad |= ck < 0;
+        if (ck < 0) break;
+        hid_t gp = make_group(ck, "params", "fitted parameters: X = mu + gamma*Y + sqrt(Y)*A*Z, Y ~ GIG(p, a, b), sigma = A*A^T");
+        bad |= gp < 0;
+        if (gp >= 0) {
+            bad |= write_f64(gp, "mu", 1, &d1, r->mix_mu + (size_t)k * d, "location vector mu") < 0;
+            bad |= write_f64(gp, "gamma", 1, &d1, r->mix_gamma + (size_t)k * d, "skewness vector gamma") < 0;
+            bad |= write_f64(gp, "sigma", 2, d2, r->mix_sigma + (size_t)k * dd, "dispersion matrix Sigma (row-major d x d)") < 0;
+            bad |= write_scalar(gp, "p", r->mix_pab[3 * k], "GIG index parameter p (lambda); -1/2 for NIG") < 0;
+            bad |= write_scalar(gp, "a", r->mix_pab[3 * k + 1], "GIG parameter a (multiplies y; psi of ghyp)") < 0;
+            bad |= write_scalar(gp, "b", r->mix_pab[3 * k + 2], "GIG parameter b (multiplies 1/y; chi of ghyp)") < 0;
+            bad |= H5Gclose(gp) < 0;
+        }
+        hid_t gm = make_group(ck, "moments", "moments of the component's law");
+        bad |= gm < 0;
+        if (gm >= 0) {
+            if (r->mix_note && r->mix_note[k]) bad |= ghf__attr_str(gm, "reason", r->mix_note[k]) < 0;
+            bad |= write_f64(gm, "mean", 1, &d1, r->mix_mean + (size_t)k * d, "mean vector E[X] of the component (NaN if undefined)") < 0;
+            bad |= write_f64(gm, "cov", 2, d2, r->mix_cov + (size_t)k * dd, "covariance matrix Cov[X] of the component (NaN if undefined)") < 0;
+            bad |= H5Gclose(gm) < 0;
+        }
+        bad |= H5Gclose(ck) < 0;
+    }
+    if (gc >= 0) bad |= H5Gclose(gc) < 0;
+    hid_t gs = make_group(g, "starts", "every initialisation of the mixture EM (the fit is the best finite one)");
+    bad |= gs < 0;
+    if (gs >= 0) {
+        const hsize_t s1 = (hsize_t)r->n_starts;
+        bad |= write_f64(gs, "loglik", 1, &s1, r->start_ll, "final log-likelihood of each start (NaN: it collapsed)") < 0;
+        bad |= write_i32(gs, "n_iter", r->n_starts, r->start_iter, "EM iterations of each start") < 0;
+        bad |= write_i32(gs, "converged", r->n_starts, r->start_conv, "1 if the start converged") < 0;
+        bad |= H5Gclose(gs) < 0;
+    }
+    return bad ? -1 : 0;
 }
 
 int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, size_t errlen)
@@ -445,8 +510,12 @@ int ghf_h5_out_add_fit(ghf_h5_writer *w, const ghf_fit_record *r, char *err, siz
                          "log-likelihood after each EM iteration (entry 0: initial parameters)") < 0;
     }
 
-    gp = make_group(g, "params", "fitted parameters: X = mu + gamma*Y + sqrt(Y)*A*Z, Y ~ GIG(p, a, b), sigma = A*A^T");
-    bad |= gp < 0;
+    const int mixture = r->n_components > 1;
+    if (mixture) bad |= write_mixture(g, r) < 0;
+    else {
+        gp = make_group(g, "params", "fitted parameters: X = mu + gamma*Y + sqrt(Y)*A*Z, Y ~ GIG(p, a, b), sigma = A*A^T");
+        bad |= gp < 0;
+    }
     if (gp >= 0) {
         hsize_t d1 = (hsize_t)d;
         bad |= write_f64(gp, "mu", 1, &d1, r->mu, "location vector mu") < 0;

@@ -11,7 +11,8 @@ pkgs=(build-essential cmake pkg-config git
       libopenblas-dev liblapacke-dev
       libyaml-dev zlib1g-dev
       libgsl-dev libnlopt-dev
-      python3 python3-venv python3-h5py python3-numpy)
+      python3 python3-venv python3-h5py python3-numpy
+      python3-scipy python3-sklearn)  # the mixture tests (tests/fit_mixture.py): scikit-learn's GaussianMixture, scipy.stats.geninvgauss
 # the cluster tools the tests use: a one-node Slurm and a module system (the
 # install test loads the generated modulefile)
 if [ "${GHFIT_WITH_SLURM:-0}" = 1 ]; then

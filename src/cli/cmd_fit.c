@@ -43,7 +43,8 @@ int ghf_fit_job(int argc, char **argv, ghf_job *j)
         return GHF_EXIT_RUNTIME;
     }
     char err[512];
-    if (ghf_job_check_weights(j, err, sizeof err) || ghf_job_check_sigma(j, err, sizeof err)) {
+    if (ghf_job_check_weights(j, err, sizeof err) || ghf_job_check_sigma(j, err, sizeof err) ||
+        ghf_job_check_mixture(j, err, sizeof err)) {
         ghf_error0("%s", err);
         return GHF_EXIT_USAGE;
     }

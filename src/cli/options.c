@@ -71,6 +71,18 @@ static int o_sigma(ghf_job *j, const char *v)
     return 0;
 }
 
+static int o_components(ghf_job *j, const char *v)
+{
+    int k;
+    if (ghf_parse_int(v, &k) || k < 1 || k > GHF_JOB_MAX_COMPONENTS) {
+        ghf_error0("--components: '%s' is not an integer in 1..%d", v, GHF_JOB_MAX_COMPONENTS);
+        return GHF_EXIT_USAGE;
+    }
+    j->n_comp = 1;
+    j->comp[0] = k;
+    return 0;
+}
+
 static int o_pfix(ghf_job *j, const char *v)
 {
     double p;
@@ -229,6 +241,12 @@ static const opt g_opts[] = {
      "the dispersion: full (default), diag, or factor:R (Sigma = B B' + D,\n"
      "R factors: O(d R) per row, fits N < d; CPU backend only)",
      o_sigma},
+    {"components", "K", F | R,
+     "fit a mixture of K laws of the family (default 1: one law); K >= 2:\n"
+     "--starts counts the k-means++ starts (default 4), CPU only, not with\n"
+     "--sigma diag|factor, --missing em, --se, --checkpoint, --warm-start\n"
+     "(run: one value for every fit, as the job key components:)",
+     o_components},
     {"out", "FILE", F | R, "result file (written atomically by rank 0)", o_out},
     {"max-iter", "K", F | R, "EM iteration limit (default 5000)", o_maxit},
     {"tol", "T", F | R,
@@ -237,8 +255,9 @@ static const opt g_opts[] = {
      "(default 1e-10; 0 runs exactly --max-iter iterations; run: one value)",
      o_tol},
     {"backend", "B", F | R, "auto|cpu|cuda (default auto: cuda when every rank has a GPU)", o_backend},
-    {"seed", "S", F, "seed of the extra random subordinator starts (default 1)", o_seed},
-    {"starts", "K", F | R, "GH subordinator starts tried for 5 iterations each (default 4)", o_starts},
+    {"seed", "S", F, "seed of the extra random subordinator starts and of the mixture starts (default 1)", o_seed},
+    {"starts", "K", F | R, "GH subordinator starts tried for 5 iterations each; with --components\n"
+     "K >= 2 the mixture's k-means++ starts, each run to the end (default 4)", o_starts},
     {"p-fixed", "P", F, "the GIG index p held fixed at P (gh; vg: P > 0; t: P < 0, nu = -2P)", o_pfix},
     {"rows", "START:LEN", F, "fit a window of rows only", o_rows},
     {"drop-nonfinite", NULL, F, "skip rows with NaN/Inf (counted in the output) instead of failing", o_drop},

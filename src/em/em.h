@@ -154,6 +154,37 @@ int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t n
 int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_params *t, double *ll, char *err,
                          size_t errlen);
 
+/* A K-component mixture fit (--components K, K >= 2; src/em/em_mixture.c;
+ * docs/math.md 10): the chosen start's mixture (internal coordinates,
+ * components ordered by decreasing proportion, ties by the first coordinate
+ * of the mean), sum_i w_i log tau_{i,c(i)} at it (ICL), and every start's
+ * final log-likelihood (NaN: collapsed), iterations and convergence. */
+typedef struct ghf_em_mix {
+    ghf_mixture m;
+    double map_ll;
+    int best;
+    int n_starts;
+    double *start_ll;
+    int *start_iter, *start_conv;
+} ghf_em_mix;
+void ghf_em_mix_free(ghf_em_mix *mx);
+
+/* Collective: EM for a K-component mixture of o->family on the rank's rows
+ * x [nrows*d] (centred; weights w or NULL), o->n_starts k-means++ starts
+ * seeded from o->seed (o->data_cov scales the distances), without a
+ * backend.  r receives the common result (loglik, trace, status, outcome;
+ * r->params a copy of component 0); mx the mixture.  Every start collapsed
+ * (a component with fewer than d + 1 effective rows, or a Sigma that is not
+ * positive definite): r->outcome GHF_EM_FAILED, status "failed: ...".
+ * Returns 0, or 1 on a run-time error (err). */
+int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t nrows, int d, int K,
+                       const ghf_em_opts *o, ghf_em_result *r, ghf_em_mix *mx, char *err, size_t errlen);
+/* Collective: the unweighted log-likelihood of the mixture m (centred
+ * coordinates) on the rank's rows.  0 (NaN where a row's is not finite,
+ * or -1 if a Sigma is not positive definite), or 1 with a message. */
+int ghf_em_mixture_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_mixture *m, ghf_family family,
+                          double *ll, char *err, size_t errlen);
+
 /* Collective: the log-likelihood of t (centred coordinates) by one E-step
  * of be, with the backend's observation weights switched off for the call
  * (the unweighted log-likelihood of a weighted fit).  0, -1 if Sigma is not

@@ -30,6 +30,8 @@ void ghf_job_defaults(ghf_job *j)
     j->seed[0] = 1;
     j->n_sigma = 1;
     j->sigma[0] = -1;
+    j->n_comp = 1;
+    j->comp[0] = 1;
     j->win_count = -1;
     j->max_iter = GHF_DEFAULT_MAX_ITER;
     j->starts = GHF_DEFAULT_STARTS;
@@ -323,6 +325,49 @@ static int parse_sigma(pctx *c, yaml_node_t *n, ghf_job *j)
     return 0;
 }
 
+int ghf_job_mixture(const ghf_job *j)
+{
+    for (int i = 0; i < j->n_comp; i++)
+        if (j->comp[i] > 1) return 1;
+    return 0;
+}
+
+int ghf_job_check_mixture(const ghf_job *j, char *err, size_t errlen)
+{
+    if (!ghf_job_mixture(j)) return 0;
+    const char *s = j->source ? j->source : "job";
+    const char *why = sigma_nonfull(j) ? "--sigma diag|factor:R (sigma:; mixtures have a full Sigma per component)"
+                      : j->missing_em ? "--missing em (missing: em)"
+                      : j->se ? "standard errors (--se, se:)"
+                      : j->checkpoint ? "--checkpoint/--resume (checkpoint:; a mixture fit is not checkpointed)"
+                      : j->backend && !strcmp(j->backend, "cuda") ? "--backend cuda (mixtures run on the CPU)"
+                      : j->warm_start ? "--warm-start (warm_start:; every window's mixture starts afresh)"
+                      : NULL;
+    if (why) {
+        snprintf(err, errlen, "%s: --components K > 1 (components:) is not available with %s", s, why);
+        return 2;
+    }
+    return 0;
+}
+
+static int parse_components(pctx *c, yaml_node_t *n, ghf_job *j)
+{
+    yaml_node_t *it[GHF_JOB_MAX_AXIS];
+    int k;
+    if (axis_items(c, "components", n, it, &k)) return 2;
+    for (int i = 0; i < k; i++) {
+        int v = 0;
+        if (it[i]->type != YAML_SCALAR_NODE || ghf_parse_int(scalar(it[i]), &v) || v < 1 || v > GHF_JOB_MAX_COMPONENTS)
+            return perr(c, it[i], "components: '%s' is not an integer in 1..%d", it[i]->type == YAML_SCALAR_NODE ? scalar(it[i]) : "",
+                        GHF_JOB_MAX_COMPONENTS);
+        for (int q = 0; q < i; q++)
+            if (j->comp[q] == v) return perr(c, it[i], "components: '%s' is listed twice", scalar(it[i]));
+        j->comp[i] = v;
+    }
+    j->n_comp = k;
+    return 0;
+}
+
 /* Walk a mapping: for each pair call fn(key, value). Unknown and duplicate keys are errors. */
 typedef int (*pair_fn)(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, void *ud);
 
@@ -540,6 +585,7 @@ static int top_pair(pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *v, v
     if (!strcmp(key, "tol")) return parse_tol(c, v, j);
     if (!strcmp(key, "seed")) return parse_seed(c, v, j);
     if (!strcmp(key, "sigma")) return parse_sigma(c, v, j);
+    if (!strcmp(key, "components")) return parse_components(c, v, j);
     if (!strcmp(key, "windows")) {
         static const char *const wk[] = {"start", "length", "step", "count", NULL};
         j->has_windows = 1;
@@ -680,7 +726,7 @@ int ghf_job_parse(const char *text, size_t len, const char *source, ghf_job *j, 
                                           "warm_start", "max_iter", "starts", "accel", "backend", "quiet",
                                           "log_iterations", "log_time", "rows_per_rank", "checkpoint", "checkpoint_every",
                                           "slice", "se", "risk", "eval", "gof", "optimize", "weights", "halflife", "missing",
-                                          "sigma", NULL};
+                                          "sigma", "components", NULL};
         rc = walk_map(&c, "", root, top, top_pair, j);
     }
     /* a second document is an error (one job per file) */
@@ -750,6 +796,7 @@ int ghf_job_validate(const ghf_job *j, char *err, size_t errlen)
     }
     if (ghf_job_check_weights(j, err, errlen)) return 2;
     if (ghf_job_check_sigma(j, err, errlen)) return 2;
+    if (ghf_job_check_mixture(j, err, errlen)) return 2;
     int any_free = 0;
     for (int i = 0; i < j->n_family; i++) any_free |= family_p_free(j->family[i]);
     for (int i = 0; i < j->n_p; i++) {
@@ -884,6 +931,11 @@ char *ghf_job_config_text(const ghf_job *j)
         }
         sb_printf(&b, "]\n");
     }
+    if (ghf_job_mixture(j)) {
+        sb_printf(&b, "components: [");
+        for (int i = 0; i < j->n_comp; i++) sb_printf(&b, "%s%d", i ? ", " : "", j->comp[i]);
+        sb_printf(&b, "]\n");
+    }
     if (j->has_windows) {
         sb_printf(&b, "windows: {start: %lld, length: %lld, step: %lld", (long long)j->win_start,
                   (long long)j->win_len, (long long)j->win_step);
@@ -992,6 +1044,11 @@ uint64_t ghf_job_hash(const ghf_job *j)
             snprintf(buf, sizeof buf, "sig%d|", j->sigma[i]);
             h = ghf_hash_bytes(h, buf, strlen(buf));
         }
+    if (ghf_job_mixture(j)) /* K = 1 alone: the hash of before the components axis */
+        for (int i = 0; i < j->n_comp; i++) {
+            snprintf(buf, sizeof buf, "K%d|", j->comp[i]);
+            h = ghf_hash_bytes(h, buf, strlen(buf));
+        }
     snprintf(buf, sizeof buf, "w%d:%lld:%lld:%lld:%lld|ws%d|mi%d|st%d|ac%d|be%s|sl%d/%d", j->has_windows,
              (long long)j->win_start, (long long)j->win_len, (long long)j->win_step, (long long)j->win_count,
              j->warm_start, j->max_iter, j->starts, j->accel, j->backend ? j->backend : "auto", j->slice_k, j->slice_n);
@@ -1070,13 +1127,17 @@ void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN])
 /* the name of a fit from its axis labels; its length (may exceed len - 1):
  * FAMILY[_sym][_pLABEL]_tolLABEL_sSEED[_wWINDOW], the p label for the
  * families whose p is free */
-static int spec_name(const ghf_fit_spec *s, const char *plab, const char *tlab, char *buf, size_t len)
+static int spec_name(const ghf_fit_spec *s, int klab, const char *plab, const char *tlab, char *buf, size_t len)
 {
-    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "", sg[24] = "";
+    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "", sg[40] = "";
     if (family_p_free(s->family)) snprintf(p, sizeof p, "_p%.*s", GHF_JOB_LABEL_LEN - 1, s->fix_p ? plab : "free");
     if (s->window >= 0) snprintf(w, sizeof w, "_w%06d", s->window);
     if (s->sigma_r == 0) snprintf(sg, sizeof sg, "_diag");
     else if (s->sigma_r > 0) snprintf(sg, sizeof sg, "_f%d", s->sigma_r);
+    if (klab) { /* a job with mixtures: every fit name carries its K */
+        const size_t n = strlen(sg);
+        snprintf(sg + n, sizeof sg - n, "_k%d", s->components);
+    }
     return snprintf(buf, len, "%s%s%s%s_tol%.*s_s%lld%s", ghf_family_name(s->family), sg, s->symmetric ? "_sym" : "", p,
                     GHF_JOB_LABEL_LEN, tlab, (long long)s->seed, w);
 }
@@ -1150,9 +1211,12 @@ static int names_check(const ghf_job *j, int64_t nwin, char (*plab)[GHF_JOB_LABE
                     s.sigma_r = -1;
                     for (int q = 0; q < j->n_sigma; q++) /* the longest label */
                         if (j->sigma[q] > s.sigma_r) s.sigma_r = j->sigma[q];
+                    s.components = 1;
+                    for (int q = 0; q < j->n_comp; q++) /* the longest label */
+                        if (j->comp[q] > s.components) s.components = j->comp[q];
                     s.window = j->has_windows ? (int)(nwin - 1) : -1;
                     char buf[256];
-                    if (spec_name(&s, plab[pi], tlab[ti], buf, sizeof buf) > 63) {
+                    if (spec_name(&s, ghf_job_mixture(j), plab[pi], tlab[ti], buf, sizeof buf) > 63) {
                         snprintf(err, errlen, "%s: the fit name %s (p %s, tol %.17g, seed %lld) is longer than 63 characters",
                                  src, buf, s.fix_p ? plab[pi] : "free", j->tol[ti], (long long)s.seed);
                         return 2;
@@ -1204,10 +1268,10 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
             return 2;
         }
     }
-    /* chains: family x sigma x symmetric x p (families with a free p) x tol x seed */
+    /* chains: family x components x sigma x symmetric x p (families with a free p) x tol x seed */
     int64_t nchain = 0;
     for (int f = 0; f < j->n_family; f++)
-        nchain += (int64_t)j->n_sigma * j->n_sym * (family_p_free(j->family[f]) ? j->n_p : 1) * j->n_tol * j->n_seed;
+        nchain += (int64_t)j->n_comp * j->n_sigma * j->n_sym * (family_p_free(j->family[f]) ? j->n_p : 1) * j->n_tol * j->n_seed;
     const int64_t total = nchain * nwin;
     if (total > 10000000) {
         snprintf(err, errlen, "%s: the sweep has %lld fits (at most 10,000,000)", src, (long long)total);
@@ -1230,6 +1294,7 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
     }
     int idx = 0, chain = 0;
     for (int f = 0; f < j->n_family; f++)
+    for (int ki = 0; ki < j->n_comp; ki++)
     for (int gi = 0; gi < j->n_sigma; gi++) {
         const int np = family_p_free(j->family[f]) ? j->n_p : 1;
         for (int yi = 0; yi < j->n_sym; yi++)
@@ -1246,6 +1311,7 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
                             s->tol = j->tol[ti];
                             s->seed = j->seed[si];
                             s->sigma_r = j->sigma[gi];
+                            s->components = j->comp[ki];
                             s->chain = chain;
                             if (j->has_windows) {
                                 s->window = (int)w;
@@ -1257,7 +1323,7 @@ int ghf_job_expand(const ghf_job *j, int64_t n_rows, ghf_fit_spec **specs, int *
                                 s->row_len = dlen;
                             }
                             if (j->fit_name && total == 1) snprintf(s->name, sizeof s->name, "%s", j->fit_name);
-                            else spec_name(s, plab[pi], tlab[ti], s->name, sizeof s->name);
+                            else spec_name(s, ghf_job_mixture(j), plab[pi], tlab[ti], s->name, sizeof s->name);
                         }
     }
     /* the slice: the fits of group K of N (contiguous blocks of each chain) */

@@ -51,6 +51,9 @@ typedef struct ghf_job {
     /* the dispersion's form (--sigma, job key `sigma`): -1 full (default),
      * 0 diag, R > 0 factor:R (Sigma = B B' + D; docs/math.md 9) */
     int n_sigma;  int sigma[GHF_JOB_MAX_AXIS];
+    /* mixtures (--components K, job key `components`; docs/math.md 10): K
+     * components per fit, 1 (default) the single law */
+    int n_comp;   int comp[GHF_JOB_MAX_AXIS];
     /* rolling windows (relative to the data window) */
     int has_windows;
     int64_t win_start, win_len, win_step, win_count; /* win_count < 0: as many as fit */
@@ -135,6 +138,15 @@ int ghf_job_factor_only(const ghf_job *j);
  * (--missing em, --se, --checkpoint, --backend cuda).  0, or 2 with a message. */
 int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen);
 
+/* The largest number of mixture components (--components, components:) */
+#define GHF_JOB_MAX_COMPONENTS 100
+/* 1 when some fit of the job is a mixture (a components value > 1) */
+int ghf_job_mixture(const ghf_job *j);
+/* The settings a mixture (K > 1) cannot be combined with (--sigma
+ * diag|factor, --missing em, --se, --checkpoint/--resume, --backend cuda,
+ * warm starts).  0, or 2 with a message naming the option. */
+int ghf_job_check_mixture(const ghf_job *j, char *err, size_t errlen);
+
 /* Checks that need every key and override applied (required keys, ranges).
  * Returns 0 or 2 with a message. */
 int ghf_job_validate(const ghf_job *j, char *err, size_t errlen);
@@ -168,6 +180,7 @@ typedef struct ghf_fit_spec {
     double tol;
     int64_t seed;
     int sigma_r;      /* the dispersion's form: -1 full, 0 diag, R factors */
+    int components;   /* mixture components K (1: the single law) */
     int chain;        /* fits that share family, p, tol and seed */
     int window;       /* window index, -1 without windows */
     int64_t row_start, row_len; /* rows of the data set (absolute), row_len < 0: to the end */

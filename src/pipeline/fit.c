@@ -538,6 +538,55 @@ void ghf_data_params_to_data(const ghf_data *g, const ghf_params *in, ghf_params
     }
 }
 
+/* A mixture's components in data coordinates and its moments (the
+ * mixture's: E X = sum pi_k m_k, Cov X = sum pi_k (C_k + m_k m_k') - E X E X',
+ * NaN where a component's do not exist) into out->mx_buf, out->mean, out->cov. */
+static int mixture_finish(ghf_fit_out *out, const ghf_data *data)
+{
+    const int d = data->d, K = out->components;
+    const size_t dd = (size_t)d * d;
+    out->mx_buf = calloc((size_t)K * (1 + 2 * d + dd + 3 + d + dd), sizeof(double));
+    out->mx_notes = calloc((size_t)K, sizeof *out->mx_notes);
+    out->mx_note = calloc((size_t)K, sizeof *out->mx_note);
+    ghf_params t;
+    if (!out->mx_buf || !out->mx_notes || !out->mx_note || ghf_params_alloc(&t, d) != 0) return 1;
+    double *prop = out->mx_buf, *mu = prop + K, *gamma = mu + (size_t)K * d, *sigma = gamma + (size_t)K * d,
+           *pab = sigma + (size_t)K * dd, *mean = pab + 3 * (size_t)K, *cov = mean + (size_t)K * d;
+    for (int j = 0; j < d; j++) out->mean[j] = 0.0;
+    for (size_t j = 0; j < dd; j++) out->cov[j] = 0.0;
+    int ok = 1;
+    for (int k = 0; k < K; k++) {
+        prop[k] = out->mix.m.prop[k];
+        ghf_data_params_to_data(data, &out->mix.m.comp[k], &t);
+        memcpy(mu + (size_t)k * d, t.mu, (size_t)d * sizeof(double));
+        memcpy(gamma + (size_t)k * d, t.gamma, (size_t)d * sizeof(double));
+        memcpy(sigma + (size_t)k * dd, t.sigma, dd * sizeof(double));
+        pab[3 * k] = t.p;
+        pab[3 * k + 1] = t.a;
+        pab[3 * k + 2] = t.b;
+        double *mk = mean + (size_t)k * d, *ck = cov + (size_t)k * dd;
+        if (ghf_params_moments(&t, mk, ck, out->mx_notes[k], sizeof out->mx_notes[k]) != 0) {
+            out->mx_note[k] = out->mx_notes[k];
+            if (!out->mx_notes[k][0]) snprintf(out->mx_notes[k], sizeof out->mx_notes[k], "no finite moments");
+            ok = 0;
+        }
+        for (int i = 0; i < d; i++) {
+            out->mean[i] += prop[k] * mk[i];
+            for (int j = 0; j < d; j++) out->cov[i * d + j] += prop[k] * (ck[i * d + j] + mk[i] * mk[j]);
+        }
+    }
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) out->cov[i * d + j] -= out->mean[i] * out->mean[j];
+    if (!ok) {
+        for (int i = 0; i < d; i++) out->mean[i] = NAN;
+        for (size_t j = 0; j < dd; j++) out->cov[j] = NAN;
+        snprintf(out->moments_note, sizeof out->moments_note, "a component has no finite moments (see components/<k>/moments)");
+    }
+    out->moments_ok = ok;
+    ghf_params_free(&t);
+    return 0;
+}
+
 int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
 {
     const int d = data->d;
@@ -560,10 +609,16 @@ int ghf_fit_out_finish(ghf_fit_out *out, const ghf_data *data)
     out->moments_ok = ghf_params_moments(&out->outp, out->mean, out->cov, out->moments_note,
                                          sizeof out->moments_note) == 0;
     const ghf_model m = {out->family, out->symmetric, out->fix_p, out->p_fixed};
-    const int k = ghf_model_nparams(&m, d) - d * (d + 1) / 2 + ghf_disp_nparams(d, out->sigma_r);
+    int k = ghf_model_nparams(&m, d) - d * (d + 1) / 2 + ghf_disp_nparams(d, out->sigma_r);
+    if (out->components > 1) {
+        if (mixture_finish(out, data) != 0) return 1;
+        k = (out->components - 1) + out->components * k; /* proportions and K components */
+    }
     out->aic = -2.0 * out->em.loglik + 2.0 * k;
     /* weighted: BIC with the effective number of observations (sum w)^2 / sum w^2 */
     out->bic = -2.0 * out->em.loglik + k * log(data->w ? out->n_eff : (double)data->n_global);
+    /* ICL (Biernacki, Celeux & Govaert 2000): BIC plus twice the MAP entropy */
+    if (out->components > 1) out->icl = out->bic - 2.0 * out->mix.map_ll;
     return 0;
 }
 
@@ -672,6 +727,24 @@ void ghf_fit_out_record(const ghf_fit_out *out, const char *backend, ghf_fit_rec
     rec->missing_fraction = out->missing_fraction;
     rec->missing_counts = out->missing_counts;
     rec->n_missing_counts = out->missing_counts ? out->d + 1 : 0;
+    if (out->components > 1 && out->mx_buf) {
+        const int K = out->components, d = out->d;
+        const size_t dd = (size_t)d * d;
+        rec->n_components = K;
+        rec->mix_prop = out->mx_buf;
+        rec->mix_mu = rec->mix_prop + K;
+        rec->mix_gamma = rec->mix_mu + (size_t)K * d;
+        rec->mix_sigma = rec->mix_gamma + (size_t)K * d;
+        rec->mix_pab = rec->mix_sigma + (size_t)K * dd;
+        rec->mix_mean = rec->mix_pab + 3 * (size_t)K;
+        rec->mix_cov = rec->mix_mean + (size_t)K * d;
+        rec->mix_note = out->mx_note;
+        rec->icl = out->icl;
+        rec->n_starts = out->mix.n_starts;
+        rec->start_ll = out->mix.start_ll;
+        rec->start_iter = out->mix.start_iter;
+        rec->start_conv = out->mix.start_conv;
+    }
 }
 
 void ghf_fit_out_free(ghf_fit_out *out)
@@ -684,6 +757,13 @@ void ghf_fit_out_free(ghf_fit_out *out)
     out->mu = out->mean = out->cov = out->all_phases = NULL;
     if (out->have_se) ghf_se_free(&out->se);
     out->have_se = 0;
+    ghf_em_mix_free(&out->mix);
+    free(out->mx_buf);
+    free(out->mx_notes);
+    free(out->mx_note);
+    out->mx_buf = NULL;
+    out->mx_notes = NULL;
+    out->mx_note = NULL;
 }
 
 static void print_vec(const char *name, const double *v, int d)
@@ -706,7 +786,17 @@ void ghf_fit_record_print(const ghf_fit_record *r, int verbose_params)
     printf("fit %s (%s): n = %lld, d = %d, %d iterations, %s\n", r->name,
            known ? ghf_model_label(&m, d, label, sizeof label) : r->family, (long long)r->n_obs, d, r->n_iter, r->status);
     printf("  loglik % .12e   aic %.6e   bic %.6e\n", r->loglik, r->aic, r->bic);
-    if (verbose_params) {
+    if (verbose_params && r->n_components > 1) {
+        const int show = d <= 8 ? d : 8;
+        printf("  icl %.6e   %d components (by decreasing proportion)\n", r->icl, r->n_components);
+        for (int k = 0; k < r->n_components; k++) {
+            printf("  component %d: proportion %.8g   p % .8g   a %.8g   b %.8g\n", k, r->mix_prop[k],
+                   r->mix_pab[3 * k], r->mix_pab[3 * k + 1], r->mix_pab[3 * k + 2]);
+            print_vec("mu", r->mix_mu + (size_t)k * d, show);
+        }
+        if (r->mean && isfinite(r->mean[0])) print_vec("E[X]", r->mean, show);
+        if (d > show) printf("  (first %d of %d coordinates shown)\n", show, d);
+    } else if (verbose_params) {
         printf("  p % .10g   a %.10g   b %.10g   (GIG subordinator, |Sigma| = 1 gauge)\n", r->p, r->a, r->b);
         const int show = d <= 8 ? d : 8;
         print_vec("mu", r->mu, show);

@@ -119,6 +119,14 @@ typedef struct ghf_fit_out {
     int64_t n_dropped;
     int have_se;                  /* se holds standard errors (rank 0) */
     ghf_se se;
+    /* a mixture (components >= 2; em.params is then a copy of component 0) */
+    int components;
+    ghf_em_mix mix;               /* internal coordinates */
+    double *mx_buf;               /* data coordinates: prop [K], mu, gamma [K*d], sigma [K*d*d],
+                                     pab [K*3], mean [K*d], cov [K*d*d] */
+    char (*mx_notes)[256];        /* [K] */
+    const char **mx_note;         /* [K] */
+    double icl;
 } ghf_fit_out;
 
 /* Fill the derived fields of out from out->em and the data's shift (every rank). */

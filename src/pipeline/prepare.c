@@ -29,6 +29,14 @@ int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, char
             snprintf(err, errlen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
                      specs[i].sigma_r, d);
             return 2;
+        } else if (specs[i].components > 1 && (int64_t)specs[i].components * (d + 1) > specs[i].row_len) {
+            /* every component needs d + 1 rows of its own */
+            snprintf(err, errlen,
+                     "--components %d: a mixture of %d components of dimension %d needs at least K (d + 1) = %lld rows; "
+                     "fit %s has %lld",
+                     specs[i].components, specs[i].components, d, (long long)specs[i].components * (d + 1),
+                     specs[i].name, (long long)specs[i].row_len);
+            return 2;
         }
     return 0;
 }

@@ -73,12 +73,36 @@ void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r)
         ghf_pack_f64(b, r->missing_fraction);
         ghf_pack_f64s(b, r->missing_counts, r->missing_counts ? r->n_missing_counts : 0);
     }
-    /* the factor form (a flag, then the block; absent from full-form records) */
+    /* the factor form (a flag, then the block; absent from full-form records
+     * that end here) */
     if (r->D) {
         ghf_pack_i64(b, 1);
         ghf_pack_i64(b, r->factors);
         ghf_pack_f64s(b, r->B, r->factors > 0 ? d * r->factors : 0);
         ghf_pack_f64s(b, r->D, d);
+    } else if (r->n_components > 1) {
+        ghf_pack_i64(b, 0);
+    }
+    /* a mixture (a flag, then the block; absent from single-law records) */
+    if (r->n_components > 1) {
+        const int64_t K = r->n_components;
+        ghf_pack_i64(b, K);
+        ghf_pack_f64s(b, r->mix_prop, K);
+        ghf_pack_f64s(b, r->mix_mu, K * d);
+        ghf_pack_f64s(b, r->mix_gamma, K * d);
+        ghf_pack_f64s(b, r->mix_sigma, K * d * d);
+        ghf_pack_f64s(b, r->mix_pab, 3 * K);
+        ghf_pack_f64s(b, r->mix_mean, K * d);
+        ghf_pack_f64s(b, r->mix_cov, K * d * d);
+        for (int64_t k = 0; k < K; k++) ghf_pack_str(b, r->mix_note ? r->mix_note[k] : NULL);
+        ghf_pack_f64(b, r->icl);
+        const int64_t S = r->n_starts;
+        ghf_pack_i64(b, S);
+        for (int64_t i = 0; i < S; i++) {
+            ghf_pack_f64(b, r->start_ll[i]);
+            ghf_pack_i64(b, r->start_iter[i]);
+            ghf_pack_i64(b, r->start_conv[i]);
+        }
     }
 }
 
@@ -163,6 +187,13 @@ void ghf_rec_free(ghf_rec *rec)
     free(rec->fD);
     for (int i = 0; i < 3; i++) free(rec->se_str[i]);
     for (int i = 0; i < 6; i++) free(rec->se_arr[i]);
+    for (int i = 0; i < 7; i++) free(rec->mx_arr[i]);
+    if (rec->mx_notes)
+        for (int k = 0; k < rec->r.n_components; k++) free(rec->mx_notes[k]);
+    free(rec->mx_notes);
+    free(rec->mx_starts[0]);
+    free(rec->mx_si);
+    free(rec->mx_sc);
     memset(rec, 0, sizeof *rec);
 }
 
@@ -237,6 +268,50 @@ int ghf_rec_unpack(ghf_unpack *u, ghf_rec *rec)
         r->B = rec->fB = ghf_unpack_f64s(u, &nb);
         r->D = rec->fD = ghf_unpack_f64s(u, &nd);
         if (r->factors < 0 || nd != d || !r->D || (r->factors > 0 && (nb != d * r->factors || !r->B))) u->bad = 1;
+    }
+    if (!u->bad && u->off < u->n) { /* a mixture */
+        const int64_t K = ghf_unpack_i64(u);
+        if (K < 2 || K > 100000 || d < 1) u->bad = 1;
+        else {
+            r->n_components = (int)K;
+            const int64_t want[7] = {K, K * d, K * d, K * d * d, 3 * K, K * d, K * d * d};
+            for (int i = 0; i < 7 && !u->bad; i++) {
+                int64_t na = 0;
+                rec->mx_arr[i] = ghf_unpack_f64s(u, &na);
+                if (!rec->mx_arr[i] || na != want[i]) u->bad = 1;
+            }
+            rec->mx_notes = calloc((size_t)K, sizeof(char *));
+            if (!rec->mx_notes) u->bad = 1;
+            for (int64_t k = 0; k < K && !u->bad; k++) rec->mx_notes[k] = ghf_unpack_str(u);
+            r->icl = ghf_unpack_f64(u);
+            const int64_t S = ghf_unpack_i64(u);
+            if (!u->bad && (S < 0 || S > 1000)) u->bad = 1;
+            if (!u->bad) {
+                r->n_starts = (int)S;
+                rec->mx_starts[0] = malloc((size_t)(S > 0 ? S : 1) * sizeof(double));
+                rec->mx_si = malloc((size_t)(S > 0 ? S : 1) * sizeof(int));
+                rec->mx_sc = malloc((size_t)(S > 0 ? S : 1) * sizeof(int));
+                if (!rec->mx_starts[0] || !rec->mx_si || !rec->mx_sc) u->bad = 1;
+                for (int64_t i = 0; i < S && !u->bad; i++) {
+                    rec->mx_starts[0][i] = ghf_unpack_f64(u);
+                    rec->mx_si[i] = (int)ghf_unpack_i64(u);
+                    rec->mx_sc[i] = (int)ghf_unpack_i64(u);
+                }
+            }
+            if (!u->bad) {
+                r->mix_prop = rec->mx_arr[0];
+                r->mix_mu = rec->mx_arr[1];
+                r->mix_gamma = rec->mx_arr[2];
+                r->mix_sigma = rec->mx_arr[3];
+                r->mix_pab = rec->mx_arr[4];
+                r->mix_mean = rec->mx_arr[5];
+                r->mix_cov = rec->mx_arr[6];
+                r->mix_note = (const char *const *)rec->mx_notes;
+                r->start_ll = rec->mx_starts[0];
+                r->start_iter = rec->mx_si;
+                r->start_conv = rec->mx_sc;
+            }
+        }
     }
     if (u->bad || d < 1 || nmu != d || ng != d || ns != d * d || (r->mean && nm != d) || (r->cov && nc != d * d) ||
         r->n_phases != GHF_NPHASES || (r->phase_s && nph != (int64_t)r->n_ranks * r->n_phases) || !r->name ||

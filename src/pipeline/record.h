@@ -19,6 +19,10 @@ typedef struct ghf_rec {
     ghf_fit_se se;      /* r.se points here when the record has standard errors */
     char *se_str[3];    /* method, reason, names */
     double *se_arr[6];  /* mu, gamma, sigma, mean, cov, param_cov */
+    double *mx_arr[7];  /* a mixture: prop, mu, gamma, sigma, pab, mean, cov */
+    double *mx_starts[3]; /* start loglik, n_iter, converged (as read) */
+    int *mx_si, *mx_sc;
+    char **mx_notes;    /* [K] */
 } ghf_rec;
 
 void ghf_rec_pack(ghf_pack *b, int64_t index, const ghf_fit_record *r);

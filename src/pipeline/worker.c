@@ -667,6 +667,23 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         snprintf(msg, msglen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
                  s->sigma_r, data->d);
         st = GHF_EXIT_USAGE;
+    } else if (s->components > 1) {
+        /* a K-component mixture: its own EM on the host rows (em_mixture.c);
+         * the backend, if CUDA under --backend auto, is not used for it */
+        if (g->grank == 0 && !j->quiet && !strcmp(dc->be->name, "cuda")) {
+            printf("ghfit: note: %s: --components %d runs on the CPU (the CUDA backend has no mixture E-step)\n",
+                   s->name, s->components);
+            fflush(stdout);
+        }
+        out.components = s->components;
+        eo.quiet = j->quiet; /* one line per start, unless --quiet */
+        st = ghf_em_fit_mixture(g->gcomm, data->x, data->w, data->nrows, data->d, s->components, &eo, &out.em,
+                                &out.mix, msg, msglen);
+        if (st == 0 && out.em.outcome == GHF_EM_FAILED) {
+            /* every start collapsed: bad input for this K (exit 2 for `ghfit fit`; a failed fit of a run) */
+            snprintf(msg, msglen, "%s: %s", what, out.em.status);
+            st = GHF_EXIT_USAGE;
+        }
     } else if (s->sigma_r >= 0) {
         /* Sigma = B B' + D (diag: no B): the factor EM on the host rows; the
          * backend, if CUDA under --backend auto, is not used for it */
@@ -714,7 +731,9 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         out.weights = dc->wlabel;
         out.weight_sum = dc->wsum;
         out.n_eff = dc->wsum * dc->wsum / dc->wsum2;
-        if ((s->sigma_r >= 0 ? ghf_em_factor_loglik(g->gcomm, data->x, data->nrows, &out.em.params, &out.loglik_unweighted,
+        if ((s->components > 1 ? ghf_em_mixture_loglik(g->gcomm, data->x, data->nrows, &out.mix.m, s->family,
+                                                       &out.loglik_unweighted, msg, msglen)
+             : s->sigma_r >= 0 ? ghf_em_factor_loglik(g->gcomm, data->x, data->nrows, &out.em.params, &out.loglik_unweighted,
                                                     msg, msglen)
                              : ghf_em_loglik_unweighted(g->gcomm, dc->be, dc->miss, dc->has_missing, &out.em.params,
                                                         &out.loglik_unweighted, msg, msglen)) > 0) {
@@ -746,7 +765,7 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         *status = GROUP_ERROR + GHF_EXIT_RUNTIME;
         return FIT_ERROR;
     }
-    warm_set(w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED);
+    warm_set(w, s->chain, out.outp.mu, &out.outp, out.em.outcome != GHF_EM_FAILED && s->components <= 1);
     if (g->grank == 0) {
         if (fit_mode && out.em.n_decrease > 0)
             fprintf(stderr, "ghfit: warning: the log-likelihood decreased in %d iteration(s)\n", out.em.n_decrease);
