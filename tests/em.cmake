@@ -66,3 +66,20 @@ set_tests_properties(fit_se PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 
 add_test(NAME fit_factor COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_factor.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_factor)
 set_tests_properties(fit_factor PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+# Mixtures of one family (--components K; src/em/em_mixture.c, docs/math.md
+# 10), tests/fit_mixture.py in four modes of a few seconds each: gauss (against
+# scikit-learn's GaussianMixture, the schema, K = 1 bitwise, bad input),
+# recovery (NIG/GH components: proportions, means, adjusted Rand index, a
+# monotone trace, 1-4 ranks bitwise), sweep (components: [1, 2, 3, 4], the BIC
+# picks 3), max (an independent scipy maximisation finds nothing higher).
+# Debian's python3 (h5py, scipy, scikit-learn: scripts/install-deps.sh).
+find_program(GHF_SYS_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT GHF_SYS_PYTHON3)
+  set(GHF_SYS_PYTHON3 /usr/bin/python3)
+endif()
+foreach(mode gauss recovery sweep max)
+  add_test(NAME fit_mixture_${mode} COMMAND ${GHF_SYS_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/fit_mixture.py ${mode}
+           $<TARGET_FILE:ghfit> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/work/fit_mixture_${mode})
+  set_tests_properties(fit_mixture_${mode} PROPERTIES LABELS "mpi;em" TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${GHF_MPI_ENV}")
+endforeach()

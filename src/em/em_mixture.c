@@ -540,93 +540,284 @@ typedef struct mx_run {
     int n_trace;
 } mx_run;
 
-/* EM from the start in R->th (collective).  0, or 1 (run-time error). */
-static int mx_em(mx_ctx *e, mx_run *R, ghf_mixture *nx, double *Lscratch, char *err, size_t errlen)
+/* ---- SQUAREM (Varadhan and Roland 2008, scheme S3) over the mixture:
+ * one step length for all coordinates: per component mu, gamma, Sigma
+ * (lower), p, log a, log b (a face held at 0), and log pi_k. */
+
+#define MX_SQ_MAX_STEP 64.0
+
+static int mx_sq_len(const mx_ctx *e)
+{
+    const int d = e->d;
+    return e->K * (1 + 2 * d + d * (d + 1) / 2 + 3);
+}
+
+static void mx_sq_pack(const mx_ctx *e, const ghf_mixture *m, double *v)
+{
+    const int d = e->d;
+    int n = 0;
+    for (int k = 0; k < e->K; k++) {
+        const ghf_params *t = &m->comp[k];
+        v[n++] = log(m->prop[k]);
+        for (int i = 0; i < d; i++) v[n++] = t->mu[i];
+        for (int i = 0; i < d; i++) v[n++] = t->gamma[i];
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j <= i; j++) v[n++] = t->sigma[i * d + j];
+        v[n++] = e->gauss ? 0.0 : t->p;
+        v[n++] = !e->gauss && t->a > 0.0 ? log(t->a) : 0.0;
+        v[n++] = !e->gauss && t->b > 0.0 ? log(t->b) : 0.0;
+    }
+}
+
+/* theta' = t0 - 2 alpha r + alpha^2 v into out (proportions renormalised,
+ * every component back in the |Sigma| = 1 gauge).  0, or -1 if unusable. */
+static int mx_sq_point(mx_ctx *e, const ghf_mixture *t0, const ghf_mixture *t1, const ghf_mixture *t2, double *buf,
+                       double *Lscratch, ghf_mixture *out)
+{
+    const int d = e->d, n = mx_sq_len(e);
+    double *x0 = buf, *x1 = buf + n, *x2 = buf + 2 * n;
+    for (int k = 0; k < e->K && !e->gauss; k++) /* no extrapolation across a face */
+        for (int w = 0; w < 2; w++) {
+            const int z = (w ? t0->comp[k].b : t0->comp[k].a) == 0.0;
+            if (z != ((w ? t1->comp[k].b : t1->comp[k].a) == 0.0) || z != ((w ? t2->comp[k].b : t2->comp[k].a) == 0.0))
+                return -1;
+        }
+    mx_sq_pack(e, t0, x0);
+    mx_sq_pack(e, t1, x1);
+    mx_sq_pack(e, t2, x2);
+    double rr = 0.0, vv = 0.0;
+    for (int i = 0; i < n; i++) {
+        const double r = x1[i] - x0[i], v = x2[i] - 2.0 * x1[i] + x0[i];
+        rr += r * r;
+        vv += v * v;
+    }
+    if (!(vv > 0.0) || !isfinite(rr) || !isfinite(vv)) return -1;
+    double alpha = -sqrt(rr / vv);
+    if (alpha > -1.0) alpha = -1.0;
+    if (alpha < -MX_SQ_MAX_STEP) alpha = -MX_SQ_MAX_STEP;
+    for (int i = 0; i < n; i++) {
+        const double r = x1[i] - x0[i], v = x2[i] - 2.0 * x1[i] + x0[i];
+        x2[i] = x0[i] - 2.0 * alpha * r + alpha * alpha * v;
+    }
+    const double fp = ghf_model_fixed_p(&e->model, d);
+    double lmax = -INFINITY, ps = 0.0;
+    for (int k = 0; k < e->K; k++) lmax = fmax(lmax, x2[(size_t)k * (n / e->K)]);
+    int q = 0;
+    for (int k = 0; k < e->K; k++) {
+        ghf_params *t = &out->comp[k];
+        const ghf_params *c0 = &t0->comp[k];
+        out->prop[k] = exp(x2[q++] - lmax);
+        ps += out->prop[k];
+        for (int i = 0; i < d; i++) t->mu[i] = x2[q++];
+        for (int i = 0; i < d; i++) t->gamma[i] = x2[q++];
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j <= i; j++) {
+                t->sigma[i * d + j] = t->sigma[j * d + i] = x2[q];
+                q++;
+            }
+        if (e->gauss) {
+            t->p = t->a = t->b = NAN;
+            q += 3;
+        } else {
+            t->p = isnan(fp) ? x2[q] : fp;
+            t->a = c0->a == 0.0 ? 0.0 : exp(x2[q + 1]);
+            t->b = c0->b == 0.0 ? 0.0 : exp(x2[q + 2]);
+            q += 3;
+            if (e->model.symmetric)
+                for (int i = 0; i < d; i++) t->gamma[i] = 0.0;
+            if (!isfinite(t->p) || fabs(t->p) > 50.0 + fabs(isnan(fp) ? 0.0 : fp) || (t->a == 0.0 && !(t->p < 0)) ||
+                (t->b == 0.0 && !(t->p > 0)))
+                return -1;
+        }
+        if (mx_derive(e, t, &e->g[k], Lscratch) != 0) return -1;
+        if (!e->gauss) ghf_params_normalize(t, e->g[k].logdet);
+    }
+    for (int k = 0; k < e->K; k++) {
+        out->prop[k] /= ps;
+        if (!(out->prop[k] > 0.0) || !isfinite(out->prop[k])) return -1;
+    }
+    return 0;
+}
+
+/* the run ends collapsed: component k (stats of the last E-step) */
+static void mx_collapsed(const mx_ctx *e, mx_run *R, int kbad, int it, int not_pd)
+{
+    const double nk = kbad >= 0 ? e->stats[(size_t)kbad * e->slen + GHF_ST_N] : NAN;
+    if (not_pd && nk >= e->d + 1)
+        snprintf(R->status, sizeof R->status,
+                 "boundary: component %d collapsed onto %.1f rows at iteration %d (its Sigma is not positive definite)",
+                 kbad, nk, it);
+    else
+        snprintf(R->status, sizeof R->status, "boundary: component %d collapsed onto %.1f rows at iteration %d", kbad,
+                 nk, it);
+    R->collapsed = 1;
+    R->outcome = GHF_EM_BOUNDARY;
+}
+
+/* The E-step at m and its checks.  0: stats usable, ll in *ll; 2: the run
+ * ended (R's status set); 1: run-time error. */
+static int mx_estep_checked(mx_ctx *e, const ghf_mixture *m, double *Lscratch, mx_run *R, double *ll, char *err,
+                            size_t errlen)
+{
+    int kbad = -1;
+    const int it = R->n_trace;
+    const int erc = mx_estep(e, m, Lscratch, &kbad, err, errlen);
+    if (erc == 1) return 1;
+    if (erc == -1) {
+        snprintf(R->status, sizeof R->status,
+                 "boundary: component %d collapsed (its Sigma is not positive definite) at iteration %d", kbad, it);
+        R->collapsed = 1;
+        R->outcome = GHF_EM_BOUNDARY;
+        return 2;
+    }
+    if (e->stats[GHF_ST_STOP] > 0) {
+        snprintf(R->status, sizeof R->status, "interrupted: stop requested (signal)");
+        R->outcome = GHF_EM_INTERRUPTED;
+        R->collapsed = 1;
+        return 2;
+    }
+    const double *ex = e->stats + (size_t)e->K * e->slen;
+    *ll = ex[MX_LL];
+    if (ex[MX_NBAD] > 0 || !isfinite(*ll)) {
+        snprintf(R->status, sizeof R->status,
+                 "boundary: the mixture log-density is not finite at %.0f rows at iteration %d (a component collapses)",
+                 ex[MX_NBAD], it);
+        R->collapsed = 1;
+        R->outcome = GHF_EM_BOUNDARY;
+        return 2;
+    }
+    return 0;
+}
+
+/* Records the E-step just done at m (log-likelihood ll) as the next
+ * iterate, then the convergence test against prev (NULL: the first) and the
+ * iteration limit.  1: the run ends at m (R->th holds it). */
+static int mx_record(mx_ctx *e, mx_run *R, const ghf_mixture *m, const ghf_mixture *prev, double ll)
 {
     const ghf_em_opts *o = e->o;
+    const int it = R->n_trace;
     const int max_iter = o->max_iter < 0 ? 0 : o->max_iter;
-    const int K = e->K, d = e->d;
+    R->trace[it] = ll;
+    R->n_trace = it + 1;
+    R->n_iter = it;
+    R->ll = ll;
+    R->map_ll = e->stats[(size_t)e->K * e->slen + MX_MAP];
+    int done = 0;
+    if (prev) {
+        const double pl = R->trace[it - 1];
+        if (ll < pl - 1e-12 * fabs(ll)) R->n_decrease++;
+        const double dll = (ll - pl) / fabs(ll);
+        if (mx_change(e, m, prev) < o->tol || (dll >= 0.0 && dll < o->tol)) {
+            snprintf(R->status, sizeof R->status, "converged");
+            R->outcome = GHF_EM_CONVERGED;
+            done = 1;
+        }
+    }
+    if (!done && it >= max_iter) {
+        snprintf(R->status, sizeof R->status, "max_iter: %d iterations without convergence", max_iter);
+        R->outcome = GHF_EM_MAX_ITER;
+        done = 1;
+    }
+    if (done) mx_copy(&R->th, m);
+    return done;
+}
+
+/* The M-step from m into nx; 0, or 2 when the run ends (at m: R->th holds it). */
+static int mx_mstep_checked(mx_ctx *e, mx_run *R, const ghf_mixture *m, ghf_mixture *nx, double *Lscratch)
+{
+    int kbad = -1;
+    char why[300];
+    const double t0 = MPI_Wtime();
+    const int ms = mx_mstep(e, m, nx, Lscratch, &kbad, why, sizeof why);
+    e->t_mstep += MPI_Wtime() - t0;
+    if (ms == MX_OK) return 0;
+    const int it = R->n_trace - 1;
+    if (ms == MX_COLLAPSE) {
+        mx_collapsed(e, R, kbad, it, 1);
+    } else {
+        snprintf(R->status, sizeof R->status, "%.280s at iteration %d", why, it);
+        R->outcome = ms == MX_FAILED ? GHF_EM_FAILED : GHF_EM_BOUNDARY;
+        R->collapsed = ms == MX_FAILED;
+    }
+    mx_copy(&R->th, m);
+    return 2;
+}
+
+/* EM from the start in R->th (collective), with SQUAREM unless o->accel is
+ * 0: a cycle takes the plain steps theta -> theta1 -> theta2, extrapolates
+ * theta' and keeps it when its log-likelihood is at least theta1's (less
+ * 1e-13 relative), else goes on from theta2; the recorded iterates never
+ * lose likelihood beyond that.  pool: 4 spare mixtures.  0, or 1 (run-time error). */
+static int mx_em(mx_ctx *e, mx_run *R, ghf_mixture *pool, double *Lscratch, double *sqbuf, char *err, size_t errlen)
+{
     R->n_decrease = 0;
     R->collapsed = 0;
     R->n_trace = 0;
-    for (int it = 0;; it++) {
-        int kbad = -1;
-        const int erc = mx_estep(e, &R->th, Lscratch, &kbad, err, errlen);
-        if (erc == 1) return 1;
-        if (erc == -1) {
-            snprintf(R->status, sizeof R->status,
-                     "boundary: component %d collapsed (its Sigma is not positive definite) at iteration %d", kbad, it);
-            R->collapsed = 1;
-            R->outcome = GHF_EM_BOUNDARY;
-            R->n_iter = it;
-            return 0;
-        }
-        const double *ex = e->stats + (size_t)K * e->slen;
-        if (e->stats[GHF_ST_STOP] > 0) {
-            snprintf(R->status, sizeof R->status, "interrupted: stop requested (signal)");
-            R->outcome = GHF_EM_INTERRUPTED;
-            R->collapsed = 1;
-            R->n_iter = it;
-            return 0;
-        }
-        const double ll = ex[MX_LL];
-        if (ex[MX_NBAD] > 0 || !isfinite(ll)) {
-            snprintf(R->status, sizeof R->status,
-                     "boundary: the mixture log-density is not finite at %.0f rows at iteration %d (a component collapses)",
-                     ex[MX_NBAD], it);
-            R->collapsed = 1;
-            R->outcome = GHF_EM_BOUNDARY;
-            R->n_iter = it;
-            return 0;
-        }
-        R->trace[it] = ll;
-        R->n_trace = it + 1;
-        R->ll = ll;
-        R->map_ll = ex[MX_MAP];
-        R->n_iter = it;
-        if (it > 0) {
-            const double prev = R->trace[it - 1];
-            if (ll < prev - 1e-12 * fabs(ll)) R->n_decrease++;
-            const double dll = (ll - prev) / fabs(ll);
-            const double dpar = mx_change(e, nx, &R->th); /* nx holds theta_{it-1} */
-            if (dpar < o->tol || (dll >= 0.0 && dll < o->tol)) {
-                snprintf(R->status, sizeof R->status, "converged");
-                R->outcome = GHF_EM_CONVERGED;
+    R->n_iter = 0;
+    ghf_mixture *th = &pool[0], *t1 = &pool[1], *t2 = &pool[2], *tx = &pool[3], *tmp;
+    mx_copy(th, &R->th);
+    const ghf_mixture *prev = NULL;
+    int have_stats = 0;
+    double ll = NAN;
+    for (;;) {
+        if (!have_stats) {
+            const int rc = mx_estep_checked(e, th, Lscratch, R, &ll, err, errlen);
+            if (rc == 1) return 1;
+            if (rc == 2) {
+                mx_copy(&R->th, th);
                 return 0;
             }
+            if (mx_record(e, R, th, prev, ll)) return 0;
         }
-        if (it >= max_iter) {
-            snprintf(R->status, sizeof R->status, "max_iter: %d iterations without convergence", max_iter);
-            R->outcome = GHF_EM_MAX_ITER;
+        have_stats = 0;
+        if (mx_mstep_checked(e, R, th, t1, Lscratch)) return 0;
+        if (!e->o->accel) {
+            mx_copy(tx, th); /* the previous iterate, for the change test */
+            prev = tx;
+            tmp = th;
+            th = t1;
+            t1 = tmp;
+            continue;
+        }
+        double ll1;
+        int rc = mx_estep_checked(e, t1, Lscratch, R, &ll1, err, errlen);
+        if (rc == 1) return 1;
+        if (rc == 2) {
+            mx_copy(&R->th, t1);
             return 0;
         }
-        const double t0 = MPI_Wtime();
-        char why[300];
-        const int ms = mx_mstep(e, &R->th, nx, Lscratch, &kbad, why, sizeof why);
-        e->t_mstep += MPI_Wtime() - t0;
-        if (ms == MX_COLLAPSE) {
-            const double nk = e->stats[(size_t)kbad * e->slen + GHF_ST_N];
-            if (nk >= d + 1)
-                snprintf(R->status, sizeof R->status,
-                         "boundary: component %d collapsed onto %.1f rows at iteration %d (its Sigma is not positive definite)",
-                         kbad, nk, it);
-            else
-                snprintf(R->status, sizeof R->status, "boundary: component %d collapsed onto %.1f rows at iteration %d",
-                         kbad, nk, it);
-            R->collapsed = 1;
-            R->outcome = GHF_EM_BOUNDARY;
-            return 0;
+        if (mx_record(e, R, t1, th, ll1)) return 0;
+        if (mx_mstep_checked(e, R, t1, t2, Lscratch)) return 0;
+        /* theta' from (th, t1, t2); the E-step there (no collective when unusable: every rank agrees) */
+        int kbad = -1, accepted = 0;
+        double llx = NAN;
+        if (mx_sq_point(e, th, t1, t2, sqbuf, Lscratch, tx) == 0) {
+            const int xrc = mx_estep(e, tx, Lscratch, &kbad, err, errlen);
+            if (xrc == 1) return 1;
+            const double *ex = e->stats + (size_t)e->K * e->slen;
+            if (xrc == 0 && e->stats[GHF_ST_STOP] == 0 && ex[MX_NBAD] == 0 && isfinite(ex[MX_LL]) &&
+                ex[MX_LL] >= ll1 - GHF_LL_MARGIN * fmax(1.0, fabs(ll1))) {
+                accepted = 1;
+                llx = ex[MX_LL];
+            }
         }
-        if (ms != MX_OK) {
-            snprintf(R->status, sizeof R->status, "%.280s at iteration %d", why, it);
-            R->outcome = ms == MX_FAILED ? GHF_EM_FAILED : GHF_EM_BOUNDARY;
-            R->collapsed = ms == MX_FAILED;
-            return 0;
+        if (accepted) {
+            /* th <- theta' (its statistics are in e->stats), prev <- t1 */
+            tmp = th;
+            th = tx;
+            tx = tmp;
+            mx_copy(tx, t1);
+            prev = tx;
+            if (mx_record(e, R, th, prev, llx)) return 0;
+            have_stats = 1;
+        } else {
+            /* the cycle ends at theta2: its E-step at the top */
+            mx_copy(tx, t1);
+            prev = tx;
+            tmp = th;
+            th = t2;
+            t2 = tmp;
         }
-        /* swap: th <- the new point, nx <- the old (for the change test) */
-        ghf_mixture tmp = R->th;
-        R->th = *nx;
-        *nx = tmp;
     }
 }
 
@@ -711,8 +902,9 @@ int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t 
     mx_run R, B;
     memset(&R, 0, sizeof R);
     memset(&B, 0, sizeof B);
-    ghf_mixture nx;
-    memset(&nx, 0, sizeof nx);
+    ghf_mixture pool[4];
+    memset(pool, 0, sizeof pool);
+    double *sqbuf = NULL;
     double *Lscratch = malloc((size_t)d * d * sizeof(double));
     e.stats = calloc((size_t)e.len, sizeof(double));
     e.g = calloc((size_t)K, sizeof(mx_comp_der));
@@ -725,7 +917,12 @@ int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t 
     mx->start_conv = calloc((size_t)S, sizeof(int));
     int fail = !Lscratch || !e.stats || !e.g || !e.logpi || !R.trace || !B.trace || !r->trace || !mx->start_ll ||
                !mx->start_iter || !mx->start_conv || ghf_mixture_alloc(&R.th, K, d) || ghf_mixture_alloc(&B.th, K, d) ||
-               ghf_mixture_alloc(&nx, K, d) || ghf_mixture_alloc(&mx->m, K, d) || ghf_params_alloc(&r->params, d);
+               ghf_mixture_alloc(&mx->m, K, d) || ghf_params_alloc(&r->params, d);
+    for (int i = 0; i < 4 && !fail; i++) fail = ghf_mixture_alloc(&pool[i], K, d) != 0;
+    if (!fail) {
+        sqbuf = malloc(3 * (size_t)mx_sq_len(&e) * sizeof(double));
+        fail = !sqbuf;
+    }
     for (int k = 0; k < K && !fail && e.g; k++) {
         e.g[k].Linv = malloc((size_t)d * d * sizeof(double));
         e.g[k].wv = malloc((size_t)d * sizeof(double));
@@ -756,7 +953,7 @@ int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t 
             R.n_iter = 0;
             R.n_trace = 0;
         } else {
-            if (mx_em(&e, &R, &nx, Lscratch, err, errlen) != 0) {
+            if (mx_em(&e, &R, pool, Lscratch, sqbuf, err, errlen) != 0) {
                 rc = 1;
                 break;
             }
@@ -834,7 +1031,8 @@ out:
     free(B.trace);
     ghf_mixture_free(&R.th);
     ghf_mixture_free(&B.th);
-    ghf_mixture_free(&nx);
+    for (int i = 0; i < 4; i++) ghf_mixture_free(&pool[i]);
+    free(sqbuf);
     return rc;
 }
 

@@ -1125,21 +1125,19 @@ void ghf_axis_labels(const double *v, int n, char (*lab)[GHF_JOB_LABEL_LEN])
 }
 
 /* the name of a fit from its axis labels; its length (may exceed len - 1):
- * FAMILY[_sym][_pLABEL]_tolLABEL_sSEED[_wWINDOW], the p label for the
- * families whose p is free */
+ * FAMILY[_diag|_fR][_sym][_pLABEL]_tolLABEL_sSEED[_kK][_wWINDOW], the p label
+ * for the families whose p is free, _kK in jobs with mixtures (klab) */
 static int spec_name(const ghf_fit_spec *s, int klab, const char *plab, const char *tlab, char *buf, size_t len)
 {
-    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "", sg[40] = "";
+    char p[GHF_JOB_LABEL_LEN + 8] = "", w[24] = "", sg[24] = "";
     if (family_p_free(s->family)) snprintf(p, sizeof p, "_p%.*s", GHF_JOB_LABEL_LEN - 1, s->fix_p ? plab : "free");
     if (s->window >= 0) snprintf(w, sizeof w, "_w%06d", s->window);
     if (s->sigma_r == 0) snprintf(sg, sizeof sg, "_diag");
     else if (s->sigma_r > 0) snprintf(sg, sizeof sg, "_f%d", s->sigma_r);
-    if (klab) { /* a job with mixtures: every fit name carries its K */
-        const size_t n = strlen(sg);
-        snprintf(sg + n, sizeof sg - n, "_k%d", s->components);
-    }
-    return snprintf(buf, len, "%s%s%s%s_tol%.*s_s%lld%s", ghf_family_name(s->family), sg, s->symmetric ? "_sym" : "", p,
-                    GHF_JOB_LABEL_LEN, tlab, (long long)s->seed, w);
+    char kl[24] = "";
+    if (klab) snprintf(kl, sizeof kl, "_k%d", s->components); /* a job with mixtures: every fit name carries its K */
+    return snprintf(buf, len, "%s%s%s%s_tol%.*s_s%lld%s%s", ghf_family_name(s->family), sg, s->symmetric ? "_sym" : "", p,
+                    GHF_JOB_LABEL_LEN, tlab, (long long)s->seed, kl, w);
 }
 
 void ghf_job_assign_groups(const ghf_fit_spec *s, int n, int G, int *group_of)

@@ -681,7 +681,9 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
                                 &out.mix, msg, msglen);
         if (st == 0 && out.em.outcome == GHF_EM_FAILED) {
             /* every start collapsed: bad input for this K (exit 2 for `ghfit fit`; a failed fit of a run) */
-            snprintf(msg, msglen, "%s: %s", what, out.em.status);
+            const char *why = out.em.status;
+            if (!strncmp(why, "failed: ", 8)) why += 8; /* a run's failed record says "failed: " once */
+            snprintf(msg, msglen, "%s: %s", what, why);
             st = GHF_EXIT_USAGE;
         }
     } else if (s->sigma_r >= 0) {
