@@ -13,7 +13,8 @@ MODE
             bitwise the fit without --components (gauss, nig); bad input
             (--components 0 / x / 2.5, K (d+1) > rows in fit and `check fit`,
             with --backend cuda, --sigma diag, --missing em, --se,
-            --checkpoint, and data where every start collapses): exit 2, one
+            --checkpoint, a job with eval:, and data where every start
+            collapses): exit 2, one
             line, no output file; in `ghfit run` such a fit is recorded failed
             (exit 3).
   recovery  NIG and GH components (K = 3, d = 2, well separated; GH drawn as a
@@ -231,6 +232,10 @@ if MODE == "gauss":
                        (["--missing", "em"], "--missing em"), (["--se"], "--se"),
                        (["--checkpoint", "ck.h5"], "--checkpoint")):
         refused(["--data", "g.h5", "--model", "nig", "--components", "2", "--out", "bad.h5"] + extra, pat)
+    # a job with mixtures and a post-fit key (fitted-law commands read mixtures from the result file)
+    with open("post.yaml", "w") as f:
+        f.write("data: g.h5\nout: bad.h5\nfamily: gauss\ncomponents: [1, 2]\neval: g.h5\n")
+    refused(["post.yaml"], "eval:", sub="run")
     # every start collapses (3 distinct rows, K = 4): exit 2, one line; in a run, a failed fit
     write("tied.h5", np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), 10, axis=0))
     refused(["--data", "tied.h5", "--model", "gauss", "--components", "4", "--out", "bad.h5"], "collapsed")

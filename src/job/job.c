@@ -342,6 +342,10 @@ int ghf_job_check_mixture(const ghf_job *j, char *err, size_t errlen)
                       : j->checkpoint ? "--checkpoint/--resume (checkpoint:; a mixture fit is not checkpointed)"
                       : j->backend && !strcmp(j->backend, "cuda") ? "--backend cuda (mixtures run on the CPU)"
                       : j->warm_start ? "--warm-start (warm_start:; every window's mixture starts afresh)"
+                      : j->risk_file ? "the job key risk: (use ghfit risk on the result file)"
+                      : j->eval != GHF_JOB_EVAL_OFF ? "the job key eval: (use ghfit eval on the result file)"
+                      : j->gof ? "the job key gof: (use ghfit gof on the result file)"
+                      : j->opt ? "the job key optimize: (use ghfit optimize on the result file)"
                       : NULL;
     if (why) {
         snprintf(err, errlen, "%s: --components K > 1 (components:) is not available with %s", s, why);

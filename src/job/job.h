@@ -144,7 +144,8 @@ int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen);
 int ghf_job_mixture(const ghf_job *j);
 /* The settings a mixture (K > 1) cannot be combined with (--sigma
  * diag|factor, --missing em, --se, --checkpoint/--resume, --backend cuda,
- * warm starts).  0, or 2 with a message naming the option. */
+ * warm starts, the post-fit job keys risk, eval, gof, optimize).  0, or 2
+ * with a message naming the option. */
 int ghf_job_check_mixture(const ghf_job *j, char *err, size_t errlen);
 
 /* Checks that need every key and override applied (required keys, ranges).
