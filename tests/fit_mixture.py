@@ -248,7 +248,7 @@ if MODE == "gauss":
     check(st.startswith("failed:") and "collapsed" in st, f"run: the collapsed fit is recorded failed ({st})")
 
 elif MODE == "recovery":
-    for fam, n, d in (("nig", 2000, 2), ("gh", 2000, 2), ("nig", 3000, 10)):
+    for fam, n, d in (("nig", 2500, 2), ("gh", 2000, 2), ("nig", 3000, 10)):  # nig: the Bessel plans (>= 2048 rows)
         X, L, props, means = gen_nmv(n, d, fam, seed=3 if d == 2 else 5, sep=8.0 if fam == "nig" else 12.0)
         fn = f"{fam}{d}.h5"
         write(fn, X, L)

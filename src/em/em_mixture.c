@@ -15,8 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "agree.h"
 #include "bessel.h"
+#include "bessel_plan.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -47,6 +50,11 @@ typedef struct mx_ctx {
     double *stats;
     mx_comp_der *g;  /* [K] */
     double *logpi;   /* [K] */
+    /* per component, the E-step's fixed-order Bessel plan (kernels/bessel_plan.h)
+     * when the fit has enough rows (use_plan[k]: built for this E-step) */
+    ghf_bessel_plan *plans; /* [K] or NULL */
+    int *use_plan;          /* [K] */
+    double xmax;            /* the largest |x| over all ranks */
     double t_estep, t_mstep;
     int n_estep;
 } mx_ctx;
@@ -91,7 +99,14 @@ typedef struct mx_pass {
     const ghf_mixture *m;
 } mx_pass;
 
-/* One block's partial sums (ghf_xreduce_rows). */
+/* One block's partial sums (ghf_xreduce_rows).  Per component the
+ * standardised rows Z = (X - 1 mu') L^-T by one triangular BLAS product,
+ * the row quantities (q, zw, the Bessel point) per row; then per row the
+ * responsibilities; then per component S4, S5 by matrix-vector products and
+ * the lower triangle of S6 = sum w tau u x x' by a rank-nb update of the
+ * rows scaled by sqrt(w tau u).  Within a block the order of the sums is
+ * fixed, so the block's partials, and the exact sums over blocks, do not
+ * depend on the rank count. */
 static void mx_block(void *ctx, const double *x, int nb, int d, double *part)
 {
     const mx_pass *P = ctx;
@@ -100,28 +115,30 @@ static void mx_block(void *ctx, const double *x, int nb, int d, double *part)
     const int K = e->K, slen = e->slen;
     const int64_t i0 = (int64_t)((x - e->x) / d);
     double *ex = part + (size_t)K * slen;
-    double *buf = malloc(((size_t)d + 5 * (size_t)K) * sizeof(double));
+    const size_t nk = (size_t)nb * K, nd = (size_t)nb * d;
+    double *buf = malloc((nd + 6 * nk + 2 * (size_t)nb) * sizeof(double));
     if (!buf) {
         ex[MX_NBAD] += nb;
         return;
     }
-    double *z = buf, *lk = z + d, *uu = lk + K, *vv = uu + K, *ll = vv + K, *tau = ll + K;
-    for (int r = 0; r < nb; r++) {
-        const double *xi = x + (size_t)r * d;
-        const double wi = e->w ? e->w[i0 + r] : 1.0;
-        if (e->w && wi == 0.0) continue; /* a row of weight 0 adds exact zeros */
-        int bad = 0;
-        double mx = -INFINITY;
-        for (int k = 0; k < K; k++) {
-            const mx_comp_der *g = &e->g[k];
-            const ghf_params *t = &m->comp[k];
+    double *Z = buf, *lk = Z + nd, *uu = lk + nk, *vv = uu + nk, *ll = vv + nk, *tw = ll + nk, *tu = tw + nk;
+    double *wa = tu + nk, *wb = wa + nb;
+    unsigned char bad[GHF_ROW_BLOCK];
+    for (int r = 0; r < nb; r++) bad[r] = 0;
+    for (int k = 0; k < K; k++) {
+        const mx_comp_der *g = &e->g[k];
+        const ghf_params *t = &m->comp[k];
+        const ghf_bessel_plan *pl = e->plans && e->use_plan[k] ? &e->plans[k] : NULL;
+        for (int r = 0; r < nb; r++)
+            for (int i = 0; i < d; i++) Z[(size_t)r * d + i] = x[(size_t)r * d + i] - t->mu[i];
+        /* Z <- Z L^-T: row r becomes L^-1 (x_r - mu) */
+        cblas_dtrmm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, nb, d, 1.0, g->Linv, d, Z, d);
+        for (int r = 0; r < nb; r++) {
+            const double *z = Z + (size_t)r * d;
             double q = 0.0, zw = 0.0;
             for (int i = 0; i < d; i++) {
-                double s = 0.0;
-                for (int j = 0; j <= i; j++) s += g->Linv[i * d + j] * (xi[j] - t->mu[j]);
-                z[i] = s;
-                q += s * s;
-                zw += s * g->wv[i];
+                q += z[i] * z[i];
+                zw += z[i] * g->wv[i];
             }
             ghf_point pt;
             if (e->gauss) {
@@ -129,53 +146,105 @@ static void mx_block(void *ctx, const double *x, int nb, int d, double *part)
                 pt.l = 0.0;
                 pt.ll = -0.5 * (d * GHF_LOG_2PI + g->logdet + q);
             } else {
-                pt = ghf_estep_point(&g->c, q, zw, ghf_bessel_fused(g->c.P, ghf_estep_arg(&g->c, q)));
+                const double zb = ghf_estep_arg(&g->c, q);
+                pt = ghf_estep_point(&g->c, q, zw, pl ? ghf_bessel_plan_eval(pl, zb) : ghf_bessel_fused(g->c.P, zb));
             }
-            if (isnan(pt.ll)) bad = 1;
-            uu[k] = pt.u;
-            vv[k] = pt.v;
-            ll[k] = pt.l;
-            lk[k] = e->logpi[k] + pt.ll;
-            if (lk[k] > mx) mx = lk[k];
+            if (isnan(pt.ll)) bad[r] = 1;
+            const size_t o = (size_t)r * K + k;
+            uu[o] = pt.u;
+            vv[o] = pt.v;
+            ll[o] = pt.l;
+            lk[o] = e->logpi[k] + pt.ll;
         }
-        if (bad || !isfinite(mx)) {
+    }
+    /* responsibilities: tw = w tau, tu = w tau u (0 for the rows left out) */
+    for (int r = 0; r < nb; r++) {
+        const double wi = e->w ? e->w[i0 + r] : 1.0;
+        double *l = lk + (size_t)r * K;
+        double mx = -INFINITY;
+        for (int k = 0; k < K; k++)
+            if (l[k] > mx) mx = l[k];
+        int skip = (e->w && wi == 0.0); /* a row of weight 0 adds exact zeros */
+        if (!skip && (bad[r] || !isfinite(mx))) {
             ex[MX_NBAD] += 1.0;
-            continue;
+            skip = 1;
         }
-        double s = 0.0;
-        for (int k = 0; k < K; k++) s += exp(lk[k] - mx);
-        const double lse = mx + log(s);
+        double lse = 0.0;
         int kmap = 0;
-        for (int k = 0; k < K; k++) {
-            tau[k] = exp(lk[k] - lse);
-            if (lk[k] > lk[kmap]) kmap = k;
-            if (tau[k] > 0.0 && (!isfinite(uu[k]) || !isfinite(vv[k]) || !isfinite(ll[k]))) bad = 1;
+        if (!skip) {
+            double s = 0.0;
+            for (int k = 0; k < K; k++) s += exp(l[k] - mx);
+            lse = mx + log(s);
+            for (int k = 0; k < K; k++) {
+                const size_t o = (size_t)r * K + k;
+                const double tau = exp(l[k] - lse);
+                if (l[k] > l[kmap]) kmap = k;
+                if (tau > 0.0 && (!isfinite(uu[o]) || !isfinite(vv[o]) || !isfinite(ll[o]))) skip = 2;
+                tw[o] = wi * tau;
+                tu[o] = tau > 0.0 ? wi * tau * uu[o] : 0.0;
+            }
+            if (skip) ex[MX_NBAD] += 1.0;
         }
-        if (bad) {
-            ex[MX_NBAD] += 1.0;
+        if (skip) {
+            for (int k = 0; k < K; k++) tw[(size_t)r * K + k] = tu[(size_t)r * K + k] = 0.0;
             continue;
         }
         ex[MX_LL] += wi * lse;
-        ex[MX_MAP] += wi * (lk[kmap] - lse);
+        ex[MX_MAP] += wi * (l[kmap] - lse);
         ex[MX_W] += wi;
         for (int k = 0; k < K; k++) {
-            if (tau[k] == 0.0) continue;
+            const size_t o = (size_t)r * K + k;
+            if (tw[o] == 0.0) continue;
             double *st = part + (size_t)k * slen;
-            const double wt = wi * tau[k], wu = wt * uu[k];
-            st[GHF_ST_N] += wt;
-            st[GHF_ST_S1] += wu;
-            st[GHF_ST_S2] += wt * vv[k];
-            st[GHF_ST_S3] += wt * ll[k];
-            double *s4 = st + GHF_ST_S4, *s5 = s4 + d, *s6 = s5 + d;
-            for (int i = 0; i < d; i++) {
-                s4[i] += wt * xi[i];
-                const double a = wu * xi[i];
-                s5[i] += a;
-                for (int j = 0; j <= i; j++) s6[i * d + j] += a * xi[j];
-            }
+            st[GHF_ST_N] += tw[o];
+            st[GHF_ST_S1] += tu[o];
+            st[GHF_ST_S2] += tw[o] * vv[o];
+            st[GHF_ST_S3] += tw[o] * ll[o];
         }
     }
+    /* per component: S4 = X' tw, S5 = X' tu, S6 += (sqrt(tu) X)' (sqrt(tu) X) (lower) */
+    for (int k = 0; k < K; k++) {
+        double *st = part + (size_t)k * slen;
+        double *s4 = st + GHF_ST_S4, *s5 = s4 + d, *s6 = s5 + d;
+        for (int r = 0; r < nb; r++) {
+            wa[r] = tw[(size_t)r * K + k];
+            wb[r] = tu[(size_t)r * K + k];
+            const double sq = sqrt(wb[r]);
+            for (int i = 0; i < d; i++) Z[(size_t)r * d + i] = sq * x[(size_t)r * d + i];
+        }
+        cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, x, d, wa, 1, 1.0, s4, 1);
+        cblas_dgemv(CblasRowMajor, CblasTrans, nb, d, 1.0, x, d, wb, 1, 1.0, s5, 1);
+        cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, d, nb, 1.0, Z, d, 1.0, s6, d);
+    }
     free(buf);
+}
+
+/* rows above which the E-step evaluates the Bessel functions through plans */
+#define MX_PLAN_MIN_ROWS 2048
+
+/* e->plans[k] for component k's order over [sqrt(A b), sqrt(A (b + q_bound))],
+ * q_bound = |L^-1|_F^2 d (max|x| + max|mu|)^2 >= every row's q (at most the
+ * top 30 octaves; rows outside use the fused evaluator).  Built from global
+ * quantities only, so every rank builds the same; a piece's coefficients
+ * depend only on the order and the piece. */
+static void mx_plan(mx_ctx *e, const ghf_params *t, int k)
+{
+    e->use_plan[k] = 0;
+    const mx_comp_der *g = &e->g[k];
+    if (!e->plans || e->gauss || !(g->c.A > 0.0)) return;
+    const int d = e->d;
+    double mu_max = 0.0, fro = 0.0;
+    for (int i = 0; i < d; i++) {
+        mu_max = fmax(mu_max, fabs(t->mu[i]));
+        for (int j = 0; j <= i; j++) fro += g->Linv[i * d + j] * g->Linv[i * d + j];
+    }
+    const double qb = fro * d * (e->xmax + mu_max) * (e->xmax + mu_max);
+    const double zhi = sqrt(g->c.A * (g->c.b + qb));
+    double zlo = sqrt(g->c.A * g->c.b);
+    if (!(zlo > zhi * 0x1p-30)) zlo = zhi * 0x1p-30;
+    if (!isfinite(zhi) || !(zhi > zlo) || !(zlo > 0x1p-1000)) return;
+    ghf_bessel_plan_build(&e->plans[k], g->c.P, zlo, zhi);
+    e->use_plan[k] = 1;
 }
 
 /* Collective E-step at m: 0, -1 (a component's Sigma is not positive
@@ -189,6 +258,7 @@ static int mx_estep(mx_ctx *e, const ghf_mixture *m, double *Lscratch, int *kbad
             return -1;
         }
         e->logpi[k] = log(m->prop[k]);
+        mx_plan(e, &m->comp[k], k);
     }
     if (e->o->beat) e->o->beat(e->o->beat_arg);
     const double t0 = MPI_Wtime();
@@ -928,6 +998,20 @@ int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t 
         e.g[k].wv = malloc((size_t)d * sizeof(double));
         fail = !e.g[k].Linv || !e.g[k].wv;
     }
+    {
+        int64_t ng = nrows;
+        double xm = 0.0;
+        for (int64_t i = 0; i < nrows * d; i++) xm = fmax(xm, fabs(x[i]));
+        MPI_Allreduce(MPI_IN_PLACE, &ng, 1, MPI_INT64_T, MPI_SUM, comm);
+        MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, comm);
+        e.xmax = xm;
+        e.use_plan = calloc((size_t)K, sizeof(int));
+        fail |= !e.use_plan;
+        if (!fail && ng >= MX_PLAN_MIN_ROWS && !e.gauss) { /* the same choice on every rank */
+            e.plans = malloc((size_t)K * sizeof *e.plans);
+            fail = !e.plans;
+        }
+    }
     if (fail) snprintf(err, errlen, "out of memory (mixture EM state, d = %d, K = %d)", d, K);
     if (ghf_test_fail("alloc", err, errlen)) fail = 1;
     int rc = 0;
@@ -1025,6 +1109,8 @@ out:
         }
     free(e.g);
     free(e.logpi);
+    free(e.plans);
+    free(e.use_plan);
     free(e.stats);
     free(Lscratch);
     free(R.trace);
@@ -1057,7 +1143,8 @@ int ghf_em_mixture_loglik(MPI_Comm comm, const double *x, int64_t nrows, const g
     e.stats = calloc((size_t)e.len, sizeof(double));
     e.g = calloc((size_t)K, sizeof(mx_comp_der));
     e.logpi = calloc((size_t)K, sizeof(double));
-    int fail = !Lscratch || !e.stats || !e.g || !e.logpi;
+    e.use_plan = calloc((size_t)K, sizeof(int));
+    int fail = !Lscratch || !e.stats || !e.g || !e.logpi || !e.use_plan;
     for (int k = 0; k < K && !fail; k++) {
         e.g[k].Linv = malloc((size_t)d * d * sizeof(double));
         e.g[k].wv = malloc((size_t)d * sizeof(double));
@@ -1080,6 +1167,7 @@ int ghf_em_mixture_loglik(MPI_Comm comm, const double *x, int64_t nrows, const g
         }
     free(e.g);
     free(e.logpi);
+    free(e.use_plan);
     free(e.stats);
     free(Lscratch);
     return rc;
