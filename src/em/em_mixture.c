@@ -20,6 +20,7 @@
 #include "agree.h"
 #include "bessel.h"
 #include "bessel_plan.h"
+#include "cpu_block.h"
 #include "em_internal.h"
 #include "gig.h"
 #include "mstep.h"
@@ -56,6 +57,8 @@ typedef struct mx_ctx {
     int *use_plan;          /* [K] */
     double xmax;            /* the largest |x| over all ranks */
     int plan_avx2;          /* evaluate the plans with ghf_bessel_plan_eval_avx2 (same bits) */
+    ghf_bessel_fplan *fplans; /* [K] the plans folded with the per-row log and exps (kernel path), or NULL */
+    const ghf_cpu_kernels *kern; /* the CPU backend's block kernels (d <= GHF_CPU_SMALL_D), or NULL */
     double t_estep, t_mstep;
     int n_estep;
 } mx_ctx;
@@ -108,8 +111,14 @@ typedef struct mx_pass {
  * rows scaled by sqrt(w tau u).  Within a block the order of the sums is
  * fixed, so the block's partials, and the exact sums over blocks, do not
  * depend on the rank count. */
+static void mx_block_kern(const mx_pass *P, const double *x, int nb, int d, double *part);
+
 static void mx_block(void *ctx, const double *x, int nb, int d, double *part)
 {
+    if (((const mx_pass *)ctx)->e->kern) {
+        mx_block_kern(ctx, x, nb, d, part);
+        return;
+    }
     const mx_pass *P = ctx;
     const mx_ctx *e = P->e;
     const ghf_mixture *m = P->m;
@@ -233,6 +242,112 @@ static void mx_block(void *ctx, const double *x, int nb, int d, double *part)
     free(buf);
 }
 
+/* The same with the CPU backend's block kernels (src/backend/cpu_block.h;
+ * d <= GHF_CPU_SMALL_D), on sub-blocks of GHF_CPU_BLOCK rows: per component
+ * q and zw of the packed rows and the moments (the folded plan where it
+ * covers the rows, else ghf_estep_point), then per row the
+ * responsibilities, then per component the kernel's s4 (weights w tau), s5
+ * and s6 (weights w tau u).  Each row's values come from that row alone and
+ * the sums over a sub-block are in a fixed order, so the bits do not depend
+ * on the rank count. */
+static void mx_block_kern(const mx_pass *P, const double *x, int nb, int d, double *part)
+{
+    const mx_ctx *e = P->e;
+    const ghf_mixture *m = P->m;
+    const ghf_cpu_kernels *kn = e->kern;
+    const int K = e->K, slen = e->slen, B = GHF_CPU_BLOCK, dp = ghf__cpu_pack_stride(d);
+    const int64_t i0 = (int64_t)((x - e->x) / d);
+    double *ex = part + (size_t)K * slen;
+    const size_t len = (size_t)B * dp + (size_t)K * 8 * B + 2 * (size_t)B + (size_t)ghf__cpu_sums_scratch(d) + 16;
+    double *buf = aligned_alloc(64, ((len * sizeof(double)) + 63) & ~(size_t)63);
+    if (!buf) {
+        ex[MX_NBAD] += nb;
+        return;
+    }
+    double *xP = buf, *q = xP + (size_t)B * dp, *zw = q + B, *U = zw + B, *V = U + (size_t)K * B,
+           *Lg = V + (size_t)K * B, *LL = Lg + (size_t)K * B, *TW = LL + (size_t)K * B, *TU = TW + (size_t)K * B,
+           *tacc = TU + (size_t)K * B;
+    for (int r0 = 0; r0 < nb; r0 += B) {
+        const int n = nb - r0 < B ? nb - r0 : B;
+        const double *xb = x + (size_t)r0 * d;
+        kn->pack(d, xb, n, xP);
+        for (int k = 0; k < K; k++) {
+            const mx_comp_der *g = &e->g[k];
+            double *u = U + (size_t)k * B, *v = V + (size_t)k * B, *l = Lg + (size_t)k * B, *ll = LL + (size_t)k * B;
+            kn->qzw(d, xP, n, m->comp[k].mu, g->Linv, g->wv, q, zw, NULL, 0);
+            if (e->gauss) {
+                for (int r = 0; r < n; r++) {
+                    u[r] = v[r] = 1.0;
+                    l[r] = 0.0;
+                    ll[r] = -0.5 * (d * GHF_LOG_2PI + g->logdet + q[r]);
+                }
+            } else {
+                const int up = e->plans && e->use_plan[k];
+                const ghf_cpu_bessel bs = {&g->c, up ? &e->plans[k] : NULL, up && e->fplans ? &e->fplans[k] : NULL,
+                                           e->plan_avx2};
+                if (bs.fplan) kn->moments_vec(&bs, q, zw, n, u, v, l, ll);
+                else kn->moments_ref(&bs, q, zw, n, u, v, l, ll);
+            }
+        }
+        for (int r = 0; r < n; r++) {
+            const double wi = e->w ? e->w[i0 + r0 + r] : 1.0;
+            double mx = -INFINITY;
+            int skip = (e->w && wi == 0.0), bad = 0;
+            for (int k = 0; k < K; k++) {
+                const double lk = e->logpi[k] + LL[(size_t)k * B + r];
+                if (isnan(lk)) bad = 1;
+                if (lk > mx) mx = lk;
+            }
+            if (!skip && (bad || !isfinite(mx))) {
+                ex[MX_NBAD] += 1.0;
+                skip = 1;
+            }
+            double s = 0.0, lmap = -INFINITY;
+            if (!skip) {
+                for (int k = 0; k < K; k++) {
+                    const double lk = e->logpi[k] + LL[(size_t)k * B + r];
+                    TW[(size_t)k * B + r] = exp(lk - mx);
+                    s += TW[(size_t)k * B + r];
+                    if (lk > lmap) lmap = lk;
+                }
+                const double is = 1.0 / s;
+                for (int k = 0; k < K; k++) {
+                    const size_t o = (size_t)k * B + r;
+                    const double tau = TW[o] * is;
+                    if (tau > 0.0 && (!isfinite(U[o]) || !isfinite(V[o]) || !isfinite(Lg[o]))) skip = 2;
+                    TW[o] = wi * tau;
+                    TU[o] = tau > 0.0 ? wi * tau * U[o] : 0.0;
+                }
+                if (skip) ex[MX_NBAD] += 1.0;
+            }
+            if (skip) {
+                for (int k = 0; k < K; k++) TW[(size_t)k * B + r] = TU[(size_t)k * B + r] = 0.0;
+                continue;
+            }
+            const double lse = mx + log(s);
+            ex[MX_LL] += wi * lse;
+            ex[MX_MAP] += wi * (lmap - lse);
+            ex[MX_W] += wi;
+            for (int k = 0; k < K; k++) {
+                const size_t o = (size_t)k * B + r;
+                if (TW[o] == 0.0) continue;
+                double *st = part + (size_t)k * slen;
+                st[GHF_ST_N] += TW[o];
+                st[GHF_ST_S1] += TU[o];
+                st[GHF_ST_S2] += TW[o] * V[o];
+                st[GHF_ST_S3] += TW[o] * Lg[o];
+            }
+        }
+        for (int k = 0; k < K; k++) {
+            double *tw = TW + (size_t)k * B, *tu = TU + (size_t)k * B;
+            for (int r = n; r % 8; r++) tw[r] = tu[r] = 0.0; /* the padding rows of the last group */
+            double *st = part + (size_t)k * slen;
+            kn->sums(d, xP, n, tu, tw, st + GHF_ST_S4, st + ghf_stats_s5(d), st + ghf_stats_s6(d), tacc);
+        }
+    }
+    free(buf);
+}
+
 /* rows above which the E-step evaluates the Bessel functions through plans */
 #define MX_PLAN_MIN_ROWS 2048
 
@@ -257,7 +372,15 @@ static void mx_plan(mx_ctx *e, const ghf_params *t, int k)
     double zlo = sqrt(g->c.A * g->c.b);
     if (!(zlo > zhi * 0x1p-30)) zlo = zhi * 0x1p-30;
     if (!isfinite(zhi) || !(zhi > zlo) || !(zlo > 0x1p-1000)) return;
-    ghf_bessel_plan_build(&e->plans[k], g->c.P, zlo, zhi);
+    ghf_bessel_plan *pl = &e->plans[k];
+    if (ghf_bessel_plan_setup(pl, g->c.P, zlo, zhi) != 0) return;
+    const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
+    if (e->fplans) ghf_bessel_fplan_setup(&e->fplans[k], pl);
+    for (int i = 0; i < nn; i++) ghf_bessel_plan_node(pl, i);
+    for (int i = 0; i < np; i++) {
+        if (e->fplans) ghf_bessel_fplan_fold(&e->fplans[k], pl, i); /* reads the node values */
+        ghf_bessel_plan_finish_piece(pl, i);
+    }
     e->use_plan[k] = 1;
 }
 
@@ -1024,9 +1147,13 @@ int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t 
 #endif
         e.use_plan = calloc((size_t)K, sizeof(int));
         fail |= !e.use_plan;
+        /* the block kernels up to GHF_CPU_SMALL_D (test hook GHFIT_TEST_MIXTURE_BLAS=1: the BLAS path at any d) */
+        const char *tb = getenv("GHFIT_TEST_MIXTURE_BLAS");
+        if (d <= GHF_CPU_SMALL_D && !(tb && !strcmp(tb, "1"))) e.kern = ghf__cpu_kernels();
         if (!fail && ng >= MX_PLAN_MIN_ROWS && !e.gauss) { /* the same choice on every rank */
             e.plans = malloc((size_t)K * sizeof *e.plans);
-            fail = !e.plans;
+            e.fplans = e.kern ? malloc((size_t)K * sizeof *e.fplans) : NULL;
+            fail = !e.plans || (e.kern && !e.fplans);
         }
     }
     if (fail) snprintf(err, errlen, "out of memory (mixture EM state, d = %d, K = %d)", d, K);
@@ -1127,6 +1254,7 @@ out:
     free(e.g);
     free(e.logpi);
     free(e.plans);
+    free(e.fplans);
     free(e.use_plan);
     free(e.stats);
     free(Lscratch);
