@@ -22,7 +22,7 @@ MODE
             proportions within 0.03 and component means within 0.25 of the
             truth, MAP labels from the written params (python/ghfit's
             log-density) with adjusted Rand index >= 0.95, the trace monotone
-            to 1e-12 relative, 1 to 4 ranks bitwise identical datasets (the
+            to 1e-12 relative, 1, 2 and 3 ranks bitwise identical datasets (the
             E-step's BLAS path for d > 128, forced by GHFIT_TEST_MIXTURE_BLAS=1:
             the same fit to 1e-10, 1 and 2 ranks bitwise);
             a quick NIG d = 10 recovery.
@@ -168,11 +168,11 @@ def monotone(trace):
     return bool(np.all(np.diff(trace) >= -1e-12 * np.abs(trace[1:])))
 
 
-def refused(args, pat, sub="fit"):
+def refused(args, pat, sub="fit", np_=1):
     for f in os.listdir("."):
         if f.startswith("bad.h5"):
             os.remove(f)
-    r = ghfit(["check", "fit"] + args if sub == "check" else [sub] + args, np_=1 if sub == "check" else 2, expect=None)
+    r = ghfit(["check", "fit"] + args if sub == "check" else [sub] + args, np_=1 if sub == "check" else np_, expect=None)
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ghfit: ")]
     left = [f for f in os.listdir(".") if f.startswith("bad.h5")]
     ok = r.returncode == 2 and len(lines) == 1 and "ghfit: error:" in lines[0] and pat in lines[0] and not left
@@ -237,10 +237,10 @@ if MODE == "gauss":
     # a job with mixtures and a post-fit key (fitted-law commands read mixtures from the result file)
     with open("post.yaml", "w") as f:
         f.write("data: g.h5\nout: bad.h5\nfamily: gauss\ncomponents: [1, 2]\neval: g.h5\n")
-    refused(["post.yaml"], "eval:", sub="run")
+    refused(["post.yaml"], "eval:", sub="run", np_=2)
     # every start collapses (3 distinct rows, K = 4): exit 2, one line; in a run, a failed fit
     write("tied.h5", np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), 10, axis=0))
-    refused(["--data", "tied.h5", "--model", "gauss", "--components", "4", "--out", "bad.h5"], "collapsed")
+    refused(["--data", "tied.h5", "--model", "gauss", "--components", "4", "--out", "bad.h5"], "collapsed", np_=2)
     with open("tied.yaml", "w") as f:
         f.write("data: tied.h5\nout: tied_run.h5\nfamily: gauss\ncomponents: [2, 4]\nquiet: true\n")
     r = ghfit(["run", "tied.yaml"], np_=2, expect=3)
@@ -271,7 +271,7 @@ elif MODE == "recovery":
         check(m["attrs"]["converged"] == 1, f"{fam} d={d}: converged ({m['attrs']['status']})")
         if d == 2 and fam == "nig":
             ref = datasets(f"r_{fam}{d}.h5")
-            for np_ in (2, 3, 4):
+            for np_ in (2, 3):
                 ghfit(["fit", "--data", fn, "--model", fam, "--components", "3", "--out", f"r{np_}.h5", "--quiet"],
                       np_=np_)
                 other = datasets(f"r{np_}.h5")
@@ -338,9 +338,9 @@ elif MODE == "max":
 
     v0 = pack(m)
     check(abs(-nll(v0) - ll) <= 1e-10 * abs(ll), "the numpy log-likelihood at EM's answer is the attribute")
-    r1 = optimize.minimize(nll, v0, method="L-BFGS-B", options=dict(maxiter=500, ftol=1e-15, gtol=1e-10))
+    r1 = optimize.minimize(nll, v0, method="L-BFGS-B", options=dict(maxiter=200, ftol=1e-15, gtol=1e-10))
     r2 = optimize.minimize(nll, r1.x if r1.fun < nll(v0) else v0, method="Nelder-Mead",
-                           options=dict(maxiter=3000, xatol=1e-10, fatol=1e-12))
+                           options=dict(maxiter=1500, xatol=1e-10, fatol=1e-12))
     best = -min(r1.fun, r2.fun)
     print(f"  EM {ll:.12f}  scipy {best:.12f}  gain {(best - ll) / abs(ll):.3e}")
     check(best <= ll + 1e-6 * abs(ll), "no higher point than EM's beyond 1e-6 relative")
