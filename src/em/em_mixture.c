@@ -1124,7 +1124,7 @@ int ghf_em_fit_mixture(MPI_Comm comm, const double *x, const double *w, int64_t 
     mx->start_conv = calloc((size_t)S, sizeof(int));
     int fail = !Lscratch || !e.stats || !e.g || !e.logpi || !R.trace || !B.trace || !r->trace || !mx->start_ll ||
                !mx->start_iter || !mx->start_conv || ghf_mixture_alloc(&R.th, K, d) || ghf_mixture_alloc(&B.th, K, d) ||
-               ghf_mixture_alloc(&mx->m, K, d) || ghf_params_alloc(&r->params, d);
+               ghf_mixture_alloc(&mx->m, K, d) || ghf_params_alloc(&r->params, d) || !o->data_cov;
     for (int i = 0; i < 4 && !fail; i++) fail = ghf_mixture_alloc(&pool[i], K, d) != 0;
     if (!fail) {
         sqbuf = malloc(3 * (size_t)mx_sq_len(&e) * sizeof(double));
