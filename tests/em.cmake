@@ -1,6 +1,8 @@
 # EM driver, sampler and the fit command.
 ghf_unit_test(NAME test_sample SOURCES tests/test_sample.c LABELS em TIMEOUT 120)
 ghf_unit_test(NAME test_em SOURCES tests/test_em.c LABELS em TIMEOUT 900)
+# the mixture EM in one process (src/em/em_mixture.c): also under the sanitizer build
+ghf_unit_test(NAME test_mixture SOURCES tests/test_mixture.c LABELS em TIMEOUT 300)
 add_executable(h5get tests/h5get.c)
 target_link_libraries(h5get PRIVATE ghfit_core PkgConfig::HDF5)
 add_test(NAME fit_ranks_1to4 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_ranks.sh $<TARGET_FILE:ghfit>
