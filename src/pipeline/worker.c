@@ -129,6 +129,15 @@ static int group_on_state(void *ctx, const ghf_em_state *st, int stopping)
     return 0;
 }
 
+/* ghf_em_opts.beat of the fits that do not hand states to on_state (a
+ * mixture): the group's heartbeats and rank 0's collecting, per E-step */
+static void group_beat(void *arg)
+{
+    group_ctx *g = arg;
+    if (g->iter_sleep_ms > 0) ghf_sleep_ms(g->iter_sleep_ms);
+    group_tick(g);
+}
+
 static void deliver_record(group_ctx *g, int64_t index, const ghf_fit_record *rec)
 {
     ghf_pack b = {0};
@@ -677,6 +686,8 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         }
         out.components = s->components;
         eo.quiet = j->quiet; /* one line per start, unless --quiet */
+        eo.beat = group_beat;  /* the heartbeats that on_state gives a single law's fit */
+        eo.beat_arg = g;
         st = ghf_em_fit_mixture(g->gcomm, data->x, data->w, data->nrows, data->d, s->components, &eo, &out.em,
                                 &out.mix, msg, msglen);
         if (st == 0 && out.em.outcome == GHF_EM_FAILED) {
