@@ -12,8 +12,8 @@ MODE
             starts/*, icl >= bic, aic/bic with k = (K-1) + K k_1); K = 1 is
             bitwise the fit without --components (gauss, nig); bad input
             (--components 0 / x / 2.5, K (d+1) > rows in fit and `check fit`,
-            with --backend cuda, --sigma diag, --missing em, --se,
-            --checkpoint, a job with eval:, and data where every start
+            with --backend cuda, --sigma diag, --missing em, --se, a job
+            with eval:, and data where every start
             collapses): exit 2, one
             line, no output file; in `ghfit run` such a fit is recorded failed
             (exit 3).
@@ -27,13 +27,17 @@ MODE
             the same fit to 1e-10, 1 and 2 ranks bitwise);
             a quick NIG d = 10 recovery.
   sweep     `ghfit run` with components: [1, 2, 3, 4]: fit names *_k1.._k4,
-            the BIC picks 3.
+            the BIC picks 3; the same run with a checkpoint, stopped by
+            SIGUSR1 after its first fit (exit 75) and resumed, gives the same
+            bits (finished mixture fits come from the checkpoint's log, the
+            running one starts again).
   max       K = 2, d = 2 (NIG): an independent maximisation (scipy.optimize,
             L-BFGS-B then Nelder-Mead on a numpy log-likelihood, started at
             EM's answer) finds nothing higher than 1e-6 relative.
 """
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -231,8 +235,7 @@ if MODE == "gauss":
     refused(["--data", "few.h5", "--model", "nig", "--components", "3", "--out", "bad.h5"], "--components 3")
     refused(["--data", "few.h5", "--model", "nig", "--components", "3", "--out", "bad.h5"], "--components 3", sub="check")
     for extra, pat in ((["--backend", "cuda"], "--backend cuda"), (["--sigma", "diag"], "--sigma"),
-                       (["--missing", "em"], "--missing em"), (["--se"], "--se"),
-                       (["--checkpoint", "ck.h5"], "--checkpoint")):
+                       (["--missing", "em"], "--missing em"), (["--se"], "--se")):
         refused(["--data", "g.h5", "--model", "nig", "--components", "2", "--out", "bad.h5"] + extra, pat)
     # a job with mixtures and a post-fit key (fitted-law commands read mixtures from the result file)
     with open("post.yaml", "w") as f:
@@ -300,6 +303,23 @@ elif MODE == "sweep":
     check(names == [f"nig_tol1e-07_s1_k{k}" for k in (1, 2, 3, 4)], f"sweep fit names {names}")
     best = min(bic, key=bic.get)
     check(best.endswith("_k3"), f"the BIC picks K = 3 ({best})")
+    # a checkpointed run stopped by SIGUSR1 after its first fit (exit 75) and resumed: the same bits
+    with open("ck.yaml", "w") as f:
+        f.write("data: s.h5\nout: ck.h5\nfamily: nig\ncomponents: [1, 2, 3, 4]\nstarts: 2\ntol: 1e-7\n"
+                "checkpoint: ckp.h5\n")
+    env = dict(os.environ, GHFIT_TEST_ITER_SLEEP="20")
+    pr = subprocess.Popen(["mpirun", "-np", "2", G, "run", "ck.yaml"], stdout=subprocess.PIPE, text=True, env=env)
+    for line in pr.stdout:  # the progress line of a finished fit: the ranks run, their handlers are set
+        if line.startswith("[   1/4]"):
+            break
+    pr.send_signal(signal.SIGUSR1)  # to mpirun, which forwards it
+    pr.stdout.read()
+    rc = pr.wait(timeout=120)
+    check(rc == 75 and os.path.exists("ckp.h5") and not os.path.exists("ck.h5"),
+          f"stopped: exit {rc}, the checkpoint kept, no result file")
+    ghfit(["run", "ck.yaml", "--resume", "--quiet"], np_=2)
+    a, b = datasets("sweep.h5"), datasets("ck.h5")
+    check(a == b, f"resumed: bitwise the uninterrupted sweep (differ: {[k for k in a if a[k] != b.get(k)][:4]})")
 
 elif MODE == "max":
     X, L, props, means = gen_nmv(900, 2, "nig", seed=7)

@@ -244,7 +244,8 @@ static const opt g_opts[] = {
     {"components", "K", F | R,
      "fit a mixture of K laws of the family (default 1: one law); K >= 2:\n"
      "--starts counts the k-means++ starts (default 4), CPU only, not with\n"
-     "--sigma diag|factor, --missing em, --se, --checkpoint, --warm-start\n"
+     "--sigma diag|factor, --missing em, --se, --warm-start (a checkpoint\n"
+     "keeps finished fits; a stopped mixture fit starts again on --resume)\n"
      "(run: one value for every fit, as the job key components:)",
      o_components},
     {"out", "FILE", F | R, "result file (written atomically by rank 0)", o_out},

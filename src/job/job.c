@@ -339,7 +339,6 @@ int ghf_job_check_mixture(const ghf_job *j, char *err, size_t errlen)
     const char *why = sigma_nonfull(j) ? "--sigma diag|factor:R (sigma:; mixtures have a full Sigma per component)"
                       : j->missing_em ? "--missing em (missing: em)"
                       : j->se ? "standard errors (--se, se:)"
-                      : j->checkpoint ? "--checkpoint/--resume (checkpoint:; a mixture fit is not checkpointed)"
                       : j->backend && !strcmp(j->backend, "cuda") ? "--backend cuda (mixtures run on the CPU)"
                       : j->warm_start ? "--warm-start (warm_start:; every window's mixture starts afresh)"
                       : j->risk_file ? "the job key risk: (use ghfit risk on the result file)"

@@ -143,8 +143,8 @@ int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen);
 /* 1 when some fit of the job is a mixture (a components value > 1) */
 int ghf_job_mixture(const ghf_job *j);
 /* The settings a mixture (K > 1) cannot be combined with (--sigma
- * diag|factor, --missing em, --se, --checkpoint/--resume, --backend cuda,
- * warm starts, the post-fit job keys risk, eval, gof, optimize).  0, or 2
+ * diag|factor, --missing em, --se, --backend cuda, warm starts, the
+ * post-fit job keys risk, eval, gof, optimize).  0, or 2
  * with a message naming the option. */
 int ghf_job_check_mixture(const ghf_job *j, char *err, size_t errlen);
 
