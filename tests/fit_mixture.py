@@ -37,6 +37,7 @@ MODE
 """
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,7 +50,8 @@ MODE, G, SRC, W = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRC, "python"))
 from ghfit.law import Law  # noqa: E402  (read-only use of the package's log-density)
 
-os.makedirs(W, exist_ok=True)
+shutil.rmtree(W, ignore_errors=True)
+os.makedirs(W)
 os.chdir(W)
 FAIL = []
 
