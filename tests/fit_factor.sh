@@ -18,8 +18,11 @@
 #    checkpoint kept) and resumed ends bitwise equal to the uninterrupted fit
 #    (loglik, trace, n_iter, mu, gamma, B, D, p, a, b), on 1 and 2 ranks; a
 #    resume with --sigma factor:3 from that factor:2 checkpoint: exit 2, one line;
+#  - --se (gh factor:2 and diag, 2 ranks): SEs of mu, gamma, Sigma, p, a, b,
+#    no reason, param_cov of the full form's 36 parameters;
 #  - bad input: factor:0, factor:x, factor:R with R >= d, factor with
-#    --se, --missing em, --backend cuda: exit 2, one line.
+#    --se-method subset, --se with d > 100, --missing em, --backend cuda:
+#    exit 2, one line.
 # usage: fit_factor.sh GHFIT H5GET WORKDIR
 set -uo pipefail
 G=$1; H=$2; W=$3
@@ -90,6 +93,21 @@ $MPI -np 2 "$G" fit --data data.h5 --model nig --sigma factor:1 --halflife 1000 
 "$G" generate --model gauss --dim 40 --n 30 --seed 3 --out small.h5 >/dev/null
 "$G" fit --data small.h5 --model gauss --sigma factor:2 --out small_fit.h5 --quiet || { echo "FAIL: N < d"; fail=1; }
 [ -f small_fit.h5 ] && echo "ok   [N = 30 < d = 40]: $("$H" small_fit.h5 /fits/gauss status)"
+
+# --se with factor:2 (the rotations B -> B Q fixed) and diag: SEs of every
+# identified quantity, no reason, param_cov over mu, gamma, Sigma, p, a, b
+for s in factor:2 diag; do
+  rm -f se.h5
+  $MPI -np 2 "$G" fit --data data.h5 --model gh --sigma $s --se --out se.h5 --quiet --max-iter 3000 || { echo "FAIL [se $s]: exit"; fail=1; continue; }
+  rs=$("$H" se.h5 /fits/gh/se reason); cn=$("$H" se.h5 /fits/gh/se condition_number); nd=$("$H" se.h5 /fits/gh/se newton_decrement)
+  # every SE of Sigma positive (diag: its off-diagonal entries are 0, and so are their SEs)
+  nn=$("$H" se.h5 /fits/gh/se/sigma | awk -v diag=$([ $s = diag ] && echo 1 || echo 0) '
+        { if (diag && (NR - 1) % 7 != 0 ? $1 != 0 : !($1 > 0)) n++ } END { print NR == 36 ? n + 0 : -1 }')
+  np_=$("$H" se.h5 /fits/gh/se n_params)
+  { [ -z "$rs" ] && [ "$nn" = 0 ] && [ "$np_" = $((12 + 21 + 3)) ] && awk -v c="$cn" -v n="$nd" 'BEGIN { exit !(c > 1 && c < 1e8 && n < 1e-2) }'; } \
+    || { echo "FAIL [se $s]: reason '$rs', $nn SEs of Sigma not positive, n_params $np_, cond $cn, Newton decrement $nd"; fail=1; continue; }
+  echo "ok   [se gh $s]: condition number $cn, Newton decrement $nd"
+done
 
 # a sweep over the dispersion's form; AIC's parameter count
 cat > job.yaml <<EOF
@@ -164,7 +182,9 @@ refused fit "checkpoint does not belong to this run" -- "${CK[@]/factor:2/factor
 refused fit "factor:0" -- --data data.h5 --model nig --sigma factor:0 --out out.h5
 refused fit "factor:x" -- --data data.h5 --model nig --sigma factor:x --out out.h5
 refused fit "fewer factors than the 6 columns" -- --data data.h5 --model nig --sigma factor:6 --out out.h5
-refused fit "standard errors" -- --data data.h5 --model nig --sigma factor:1 --se --out out.h5
+refused fit "subset method of standard errors" -- --data data.h5 --model nig --sigma factor:1 --se-method subset --out out.h5
+"$G" generate --model gauss --dim 101 --n 150 --seed 3 --out wide.h5 >/dev/null
+refused fit "computed for d <= 100" -- --data wide.h5 --model gauss --sigma factor:1 --se --out out.h5
 refused fit "missing em" -- --data data.h5 --model nig --sigma factor:1 --missing em --out out.h5
 refused fit "backend cuda" -- --data data.h5 --model nig --sigma factor:1 --backend cuda --out out.h5
 printf 'data: data.h5\nout: out.h5\nfamily: nig\nsigma: [full, factor:0]\n' > bad.yaml
