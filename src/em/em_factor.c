@@ -6,6 +6,7 @@
  * variance-mean mixture (docs/math.md 9). */
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +278,299 @@ static int fx_plan(fx_ctx *e, const ghf_params *t)
     return 1;
 }
 
+/* ---------------------------------------------------------------------------
+ * Rows with missing coordinates (--missing em; docs/math.md 9.4)
+ * ------------------------------------------------------------------------- */
+
+/* The inverse of an r x r matrix from its lower Cholesky factor L into Mi */
+static void fx_chol_inverse(int r, const double *L, double *Mi)
+{
+    double e[2 * (r > 0 ? r : 1)];
+    for (int c = 0; c < r; c++) {
+        for (int a = 0; a < r; a++) e[a] = a == c ? 1.0 : 0.0;
+        fx_lsolve(r, L, e, e + r);
+        for (int a = r - 1; a >= 0; a--) {
+            double s = e[r + a];
+            for (int k = a + 1; k < r; k++) s -= L[k * r + a] * e[k];
+            e[a] = s / L[a * r + a];
+        }
+        for (int a = 0; a < r; a++) Mi[a * r + c] = e[a];
+    }
+}
+
+/* rows of one pattern per work unit: its partial sums (row order) are added exactly */
+#define FX_MISS_CHUNK 256
+
+/* One work unit: nb rows of one pattern (observed io[no], missing im[nm];
+ * weights wt or NULL) at t, into acc[len] (zeroed by the caller).  With O
+ * the observed, M the missing coordinates: Sigma_OO = B_O B_O' + D_O, M_O =
+ * I + B_O' D_O^-1 B_O, and given Y = y and x_O, X_M ~ N(xh_M + e y, y C) with
+ * xh_M = mu_M + B_M M_O^-1 G_O (x_O - mu_O), e = gamma_M - B_M M_O^-1 G_O
+ * gamma_O, C = B_M M_O^-1 B_M' + D_M (math.md 9.4).  sc: scratch [d]. */
+static void fx_miss_unit(const fx_ctx *e, const ghf_params *t, const double *xs, const double *wt, int nb, int no,
+                         const int *io, int nm, const int *im, double *acc, double *sc)
+{
+    const fx_der *g = &e->g;
+    const int d = e->d, r = e->r;
+    const int rr = r > 0 ? r : 1;
+    double MO[rr * rr], LO[rr * rr], MiO[rr * rr], ggO[rr], gwO[rr], hO[rr], be[rr], W[rr * rr], P[rr * rr];
+    double zc[rr], cO[rr], f[rr], bx[rr], gx[rr], swbx[rr];
+    double *xh = sc;
+    /* the pattern's marginal law */
+    double ld = 0.0, w2 = 0.0;
+    for (int a = 0; a < no; a++) {
+        const int j = io[a];
+        ld += log(t->D[j]);
+        w2 += t->gamma[j] * t->gamma[j] * g->Dinv[j];
+    }
+    for (int a = 0; a < r; a++)
+        for (int b = 0; b <= a; b++) {
+            double v = a == b ? 1.0 : 0.0;
+            for (int q = 0; q < no; q++) v += g->G[a * d + io[q]] * t->B[io[q] * r + b];
+            MO[a * r + b] = MO[b * r + a] = v;
+        }
+    if (r > 0 && ghf_cholesky(r, MO, LO) != 0) {
+        acc[GHF_ST_NBAD] += nb;
+        return;
+    }
+    for (int a = 0; a < r; a++) ld += 2.0 * log(LO[a * r + a]);
+    fx_chol_inverse(r, LO, MiO);
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int q = 0; q < no; q++) v += g->G[a * d + io[q]] * t->gamma[io[q]];
+        ggO[a] = v;
+    }
+    fx_lsolve(r, LO, ggO, gwO);
+    for (int a = 0; a < r; a++) w2 -= gwO[a] * gwO[a];
+    if (w2 < 0.0) w2 = 0.0;
+    ghf_estep_consts cst;
+    if (!e->gauss && ghf_estep_consts_fill(t, no, ld, w2, &cst) != 0) {
+        acc[GHF_ST_NBAD] += nb;
+        return;
+    }
+    /* hO = M_O^-1 G_O gamma_O; e (in xh's missing slots, used below), beta e^ */
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int b = 0; b < r; b++) v += MiO[a * r + b] * ggO[b];
+        hO[a] = v;
+    }
+    double ev[nm > 0 ? nm : 1], dC[nm > 0 ? nm : 1];
+    for (int m = 0; m < nm; m++) {
+        const int j = im[m];
+        double v = t->gamma[j];
+        for (int a = 0; a < r; a++) v -= t->B[j * r + a] * hO[a];
+        ev[m] = v;
+        double c = t->D[j]; /* diag C = B_j M_O^-1 B_j' + D_j */
+        for (int a = 0; a < r; a++)
+            for (int b = 0; b < r; b++) c += t->B[j * r + a] * MiO[a * r + b] * t->B[j * r + b];
+        dC[m] = c;
+    }
+    /* beta = M^-1 G (the full E-step's); beta e^ = M^-1 G_M e; W = sum_{j in M} B_j' (beta_j)' */
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int m = 0; m < nm; m++) v += g->G[a * d + im[m]] * ev[m];
+        gx[a] = v;
+    }
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int b = 0; b < r; b++) v += g->Minv[a * r + b] * gx[b];
+        be[a] = v;
+    }
+    double *bM = malloc((size_t)(nm > 0 ? nm : 1) * rr * sizeof(double)); /* beta's missing columns, [nm][r] */
+    if (!bM) {
+        acc[GHF_ST_NBAD] += nb;
+        return;
+    }
+    for (int m = 0; m < nm; m++)
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int b = 0; b < r; b++) v += g->Minv[a * r + b] * g->G[b * d + im[m]];
+            bM[m * r + a] = v;
+        }
+    for (int a = 0; a < r; a++)
+        for (int b = 0; b < r; b++) {
+            double v = 0.0;
+            for (int m = 0; m < nm; m++) v += t->B[im[m] * r + a] * bM[m * r + b];
+            W[a * r + b] = v;
+        }
+    for (int a = 0; a < r; a++) /* P = M_O^-1 W */
+        for (int b = 0; b < r; b++) {
+            double v = 0.0;
+            for (int c = 0; c < r; c++) v += MiO[a * r + c] * W[c * r + b];
+            P[a * r + b] = v;
+        }
+    /* the rows: q, zw, the moments, the completed row xh, beta xh */
+    double *s4 = acc + GHF_ST_S4, *s5 = s4 + d, *q6 = s5 + d, *T = q6 + d;
+    double sw = 0.0, swv = 0.0;
+    for (int a = 0; a < r; a++) swbx[a] = 0.0;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = xs + (size_t)i * d;
+        const double wi = wt ? wt[i] : 1.0;
+        if (wt && wi == 0.0) continue; /* a row of weight 0 adds exact zeros */
+        double qd = 0.0, zd = 0.0;
+        for (int a = 0; a < no; a++) {
+            const int j = io[a];
+            const double tj = (xi[j] - t->mu[j]) * g->Dinv[j];
+            qd += tj * (xi[j] - t->mu[j]);
+            zd += tj * t->gamma[j];
+        }
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int q = 0; q < no; q++) v += g->G[a * d + io[q]] * (xi[io[q]] - t->mu[io[q]]);
+            cO[a] = v;
+        }
+        fx_lsolve(r, LO, cO, zc);
+        double q = qd, zw = zd;
+        for (int a = 0; a < r; a++) {
+            q -= zc[a] * zc[a];
+            zw -= zc[a] * gwO[a];
+        }
+        if (q < 0.0) q = 0.0;
+        ghf_point pt;
+        if (e->gauss) {
+            pt.u = pt.v = 1.0;
+            pt.l = 0.0;
+            pt.ll = -0.5 * (no * GHF_LOG_2PI + ld + q);
+        } else {
+            pt = ghf_estep_point(&cst, q, zw, ghf_bessel_fused(cst.P, ghf_estep_arg(&cst, q)));
+        }
+        if (!isfinite(pt.u) || !isfinite(pt.v) || !isfinite(pt.l) || !isfinite(pt.ll)) {
+            acc[GHF_ST_NBAD] += 1.0;
+            continue;
+        }
+        const double wu = wi * pt.u;
+        acc[GHF_ST_N] += wi;
+        acc[GHF_ST_S1] += wu;
+        acc[GHF_ST_S2] += wi * pt.v;
+        acc[GHF_ST_S3] += wi * pt.l;
+        acc[GHF_ST_LL] += wi * pt.ll;
+        acc[GHF_ST_ZWABS] += wi * fabs(zw);
+        sw += wi;
+        swv += wi * pt.v;
+        /* f = M_O^-1 c_O; xh = (x_O, mu_M + B_M f) */
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int b = 0; b < r; b++) v += MiO[a * r + b] * cO[b];
+            f[a] = v;
+        }
+        for (int a = 0; a < no; a++) xh[io[a]] = xi[io[a]];
+        for (int m = 0; m < nm; m++) {
+            const int j = im[m];
+            double v = t->mu[j];
+            for (int a = 0; a < r; a++) v += t->B[j * r + a] * f[a];
+            xh[j] = v;
+        }
+        /* beta xh = M^-1 G xh */
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int j = 0; j < d; j++) v += g->G[a * d + j] * xh[j];
+            gx[a] = v;
+        }
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int b = 0; b < r; b++) v += g->Minv[a * r + b] * gx[b];
+            bx[a] = v;
+            swbx[a] += wi * v;
+        }
+        for (int j = 0; j < d; j++) {
+            const double xj = xh[j];
+            s4[j] += wi * xj;
+            s5[j] += wu * xj;
+            q6[j] += wu * xj * xj;
+            double *Tj = T + (size_t)j * r;
+            for (int a = 0; a < r; a++) Tj[a] += wu * xj * bx[a];
+        }
+    }
+    /* the terms in e and C, once per unit from its sums (sum w xh = s4 so far):
+     *   s4 += e^ sum w v,  s5 += e^ sum w,  q6 += 2 e^ o sum w xh + e^2 sum w v + diag(C) sum w,
+     *   T += (sum w xh) (beta e^)' + e^ (sum w beta xh)' + e^ (beta e^)' sum w v + (C beta_M') sum w */
+    for (int j = 0; j < d; j++) {
+        double *Tj = T + (size_t)j * r;
+        for (int a = 0; a < r; a++) Tj[a] += s4[j] * be[a];
+    }
+    for (int m = 0; m < nm; m++) {
+        const int j = im[m];
+        const double ej = ev[m];
+        q6[j] += 2.0 * ej * s4[j] + ej * ej * swv + dC[m] * sw;
+        s5[j] += ej * sw;
+        double *Tj = T + (size_t)j * r;
+        for (int a = 0; a < r; a++) {
+            double cb = t->D[j] * bM[m * r + a]; /* (C beta_M')_j = B_j P + D_j beta_j' */
+            for (int b = 0; b < r; b++) cb += t->B[j * r + b] * P[b * r + a];
+            Tj[a] += ej * swbx[a] + ej * be[a] * swv + cb * sw;
+        }
+    }
+    for (int m = 0; m < nm; m++) s4[im[m]] += ev[m] * swv; /* last: the terms above use sum w xh */
+    free(bM);
+}
+
+/* Collective: the statistics of the rows with missing coordinates at t
+ * (e->g holds the E-step's quantities at t), added to e->stats; weighted by
+ * the rows' weights when weighted is set.  0, or 1 (out of memory or MPI
+ * failure, agreed). */
+static int fx_missing_estep(fx_ctx *e, const ghf_params *t, int weighted)
+{
+    const ghf_missing *m = e->o->missing;
+    const int d = e->d, len = e->len, npat = ghf_missing_npat(m);
+    int64_t nu = 0;
+    for (int k = 0; k < npat; k++) {
+        const double *x, *w;
+        int64_t cnt;
+        int no, nm;
+        const int *io, *im;
+        ghf_missing_pattern(m, k, &x, &w, &cnt, &no, &io, &nm, &im);
+        nu += (cnt + FX_MISS_CHUNK - 1) / FX_MISS_CHUNK;
+    }
+    const int nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    int64_t *unit = malloc((size_t)(nu > 0 ? nu : 1) * 2 * sizeof(int64_t));
+    ghf_xsum *xs = malloc((size_t)nt * len * sizeof(ghf_xsum));
+    double *acc = malloc((size_t)nt * (len + d) * sizeof(double));
+    int fail = !unit || !xs || !acc;
+    if (ghf_any(e->comm, fail)) {
+        free(unit), free(xs), free(acc);
+        return 1;
+    }
+    nu = 0;
+    for (int k = 0; k < npat; k++) {
+        const double *x, *w;
+        int64_t cnt;
+        int no, nm;
+        const int *io, *im;
+        ghf_missing_pattern(m, k, &x, &w, &cnt, &no, &io, &nm, &im);
+        for (int64_t r0 = 0; r0 < cnt; r0 += FX_MISS_CHUNK, nu++) {
+            unit[2 * nu] = k;
+            unit[2 * nu + 1] = r0;
+        }
+    }
+    for (int i = 0; i < nt * len; i++) ghf_xsum_init(&xs[i]);
+#pragma omp parallel num_threads(nt)
+    {
+        const int tid = omp_get_thread_num();
+        double *a = acc + (size_t)tid * (len + d);
+        ghf_xsum *ts = xs + (size_t)tid * len;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t q = 0; q < nu; q++) {
+            const double *x, *w;
+            int64_t cnt;
+            int no, nm;
+            const int *io, *im;
+            ghf_missing_pattern(m, (int)unit[2 * q], &x, &w, &cnt, &no, &io, &nm, &im);
+            const int64_t r0 = unit[2 * q + 1];
+            const int nb = (int)(cnt - r0 < FX_MISS_CHUNK ? cnt - r0 : FX_MISS_CHUNK);
+            memset(a, 0, (size_t)len * sizeof(double));
+            fx_miss_unit(e, t, x + (size_t)r0 * d, weighted && w ? w + r0 : NULL, nb, no, io, nm, im, a, a + len);
+            for (int i = 0; i < len; i++) ghf_xsum_add(&ts[i], a[i]);
+        }
+    }
+    for (int th = 1; th < nt; th++)
+        for (int i = 0; i < len; i++) ghf_xsum_merge(&xs[i], &xs[(size_t)th * len + i]);
+    const int rc = ghf_xsum_allreduce(e->comm, xs, len);
+    for (int i = 0; i < len; i++)
+        if (i != GHF_ST_STOP) e->stats[i] += ghf_xsum_value(&xs[i]);
+    free(unit), free(xs), free(acc);
+    return rc ? 1 : 0;
+}
+
 /* Collective E-step at t: 0, -1 (t unusable: every rank agrees, no
  * collective call), or 1 (run-time error). */
 static int fx_estep(fx_ctx *e, const ghf_params *t, char *err, size_t errlen)
@@ -286,7 +580,8 @@ static int fx_estep(fx_ctx *e, const ghf_params *t, char *err, size_t errlen)
     const double t0 = MPI_Wtime();
     fx_pass P = {&e->g, t, e->x, e->w, e->gauss, NULL};
     if (fx_plan(e, t)) P.plan = e->plan;
-    const int rc = ghf_xreduce_rows(e->comm, e->x, e->nrows, e->d, e->len, fx_block, &P, e->stats);
+    int rc = ghf_xreduce_rows(e->comm, e->x, e->nrows, e->d, e->len, fx_block, &P, e->stats);
+    if (!rc && e->o->has_missing) rc = fx_missing_estep(e, t, e->w != NULL);
     int stop = e->o->stop_flag ? (*e->o->stop_flag != 0) : 0, any = 0;
     MPI_Allreduce(&stop, &any, 1, MPI_INT, MPI_MAX, e->comm);
     e->stats[GHF_ST_STOP] = any;
@@ -921,13 +1216,15 @@ out:
     return rc;
 }
 
-int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_params *t, double *ll, char *err,
-                         size_t errlen)
+int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_missing *miss, int has_missing,
+                         const ghf_params *t, double *ll, char *err, size_t errlen)
 {
     fx_ctx e;
     memset(&e, 0, sizeof e);
     ghf_em_opts o;
     ghf_em_opts_defaults(&o);
+    o.missing = miss;
+    o.has_missing = has_missing;
     e.comm = comm;
     e.x = x;
     e.nrows = nrows;
