@@ -13,7 +13,8 @@
 #  - a sweep over sigma: [diag, factor:1, factor:2] names its fits *_diag, *_f1,
 #    *_f2 and factor:R's AIC uses d R - R(R-1)/2 + d dispersion parameters;
 #  - the fitted-law commands read a factor fit: eval's total is the fit's
-#    log-likelihood (1e-10), sample draws from it;
+#    log-likelihood (1e-10), sample draws from it; risk and optimize (which
+#    read B and D only, no Sigma) agree with the same law read as full;
 #  - checkpoints: a factor:2 fit stopped by SIGUSR1 mid-run (exit 75, the
 #    checkpoint kept) and resumed ends bitwise equal to the uninterrupted fit
 #    (loglik, trace, n_iter, mu, gamma, B, D, p, a, b), on 1 and 2 ranks; a
@@ -194,6 +195,18 @@ with h5py.File('rf.h5', 'r') as a, h5py.File('rd.h5', 'r') as b:
     e = max(float(np.max(np.abs(a[k][()] - b[k][()]) / np.abs(b[k][()]))) for k in ('var', 'es'))
 print(f"ok   [risk: factor form vs dense Sigma]: largest relative difference {e:.2e}")
 raise SystemExit(0 if e < 1e-12 else 1)
+PYEOF
+# optimize reads B and D only (no d x d Sigma): the ES-optimal long-only
+# portfolio of the factor fit is that of the same law read as full
+"$G" optimize --model fn.h5 --measure es --long-only --out of.h5 >/dev/null || { echo "FAIL: optimize"; fail=1; }
+"$G" optimize --model dense.h5 --measure es --long-only --out od.h5 >/dev/null || { echo "FAIL: optimize (dense)"; fail=1; }
+/usr/bin/python3 - <<'PYEOF' || { echo "FAIL: optimize of the factor form != optimize of its dense Sigma"; fail=1; }
+import h5py, numpy as np
+with h5py.File('of.h5', 'r') as a, h5py.File('od.h5', 'r') as b:
+    e = float(np.max(np.abs(a['weights'][()] - b['weights'][()])))
+    r = float(np.max(np.abs(a['risk'][()] - b['risk'][()]) / np.abs(b['risk'][()])))
+print(f"ok   [optimize: factor form vs dense Sigma]: weights {e:.2e}, risk {r:.2e}")
+raise SystemExit(0 if e < 1e-9 and r < 1e-12 else 1)
 PYEOF
 
 # checkpoints: stop mid-run (SIGUSR1), resume, the same bits as without the stop
