@@ -667,10 +667,6 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         snprintf(msg, msglen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
                  s->sigma_r, data->d);
         st = GHF_EXIT_USAGE;
-    } else if (s->sigma_r >= 0 && j->se && data->d > GHF_SE_FACTOR_DMAX) { /* before the fit, on every rank */
-        snprintf(msg, msglen, "--se with --sigma %s: standard errors of a factor-form fit are computed for d <= %d "
-                 "columns only (these data have %d)", s->sigma_r ? "factor" : "diag", GHF_SE_FACTOR_DMAX, data->d);
-        st = GHF_EXIT_USAGE;
     } else if (s->sigma_r >= 0) {
         /* Sigma = B B' + D (diag: no B): the factor EM on the host rows; the
          * backend, if CUDA under --backend auto, is not used for it */
