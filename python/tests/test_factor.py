@@ -299,3 +299,20 @@ def test_factor_missing_em(cli, work):
     assert np.max(np.abs(fit.law.sigma - ffull.law.sigma) / np.outer(sd, sd)) < 0.1
     assert np.max(np.abs(mu - ffull.params["mu"]) / sd) < 0.1
     assert np.max(np.abs(gamma - ffull.params["gamma"]) / sd) < 0.1
+
+
+def test_factor_se_gauss_diag_closed_form(cli, work):
+    """`--se` of a Gaussian `--sigma diag` fit (no gauge, no rotation): the
+    closed form of the diagonal Gaussian MLE, SE(mu_j) = sqrt(S_jj / n),
+    SE(Sigma_jj) = sqrt(2 S_jj^2 / n), and 0 for the off-diagonal entries."""
+    path, x = _se_data(work)
+    out = work / "factor_se_gauss_diag.h5"
+    cli.run("fit", "--data", path, "--model", "gauss", "--sigma", "diag", "--se", "--out", out, "--quiet")
+    with h5py.File(out, "r") as f:
+        g = f["fits"]["gauss"]
+        se_mu, se_s, reason = g["se/mu"][()], g["se/sigma"][()], g["se"].attrs["reason"]
+    n, s = x.shape[0], x.var(axis=0)
+    assert reason == "", reason
+    np.testing.assert_allclose(se_mu, np.sqrt(s / n), rtol=1e-9)
+    np.testing.assert_allclose(np.diag(se_s), np.sqrt(2 * s * s / n), rtol=1e-9)
+    assert np.all(se_s[~np.eye(x.shape[1], dtype=bool)] == 0.0)
