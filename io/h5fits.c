@@ -100,16 +100,21 @@ static int read_f64(hid_t g, const char *name, int64_t count, double *v)
 /* params/sigma, or for a factor-form fit (attribute factors) without it
  * (d > 1000: docs/output-schema.md) Sigma = B B' + diag(D) formed from
  * params/B and params/D.  0, or -1. */
-static int read_sigma(hid_t g, int64_t d, ghf_fit_law *law)
+static int read_sigma(hid_t g, int64_t d, int dense, ghf_fit_law *law)
 {
     int64_t nf = -1;
     law->factors = ghf__attr_read_i64(g, "factors", &nf) == 0 ? (int)nf : -1;
+    if (law->factors < 0 || dense) { /* Sigma [d*d] (a factor fit without dense: B and D only) */
+        law->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
+        if (!law->sigma) return -2;
+    }
     if (law->factors < 0) return read_f64(g, "params/sigma", d * d, law->sigma);
     if (nf >= d) return -1;
     double *B = malloc((size_t)(d * (nf > 0 ? nf : 1) + d) * sizeof(double)), *D = B ? B + d * (nf > 0 ? nf : 1) : NULL;
     int rc = !B || read_f64(g, "params/D", d, D) || (nf > 0 && read_f64(g, "params/B", d * nf, B)) ? -1 : 0;
     law->B = B; /* one block: B [d*nf], then D [d] */
     law->D = D;
+    if (rc == 0 && !dense) return 0;
     if (rc == 0 && H5Lexists(g, "params/sigma", H5P_DEFAULT) > 0) return read_f64(g, "params/sigma", d * d, law->sigma);
     for (int64_t i = 0; rc == 0 && i < d; i++)
         for (int64_t j = 0; j <= i; j++) {
@@ -122,7 +127,7 @@ static int read_sigma(hid_t g, int64_t d, ghf_fit_law *law)
 
 /* The group /fits/<name> and its parameters into law (the fit named, or the
  * only one).  0, or 2 with a message. */
-static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+static int read_law(hid_t f, const char *path, const char *name, int dense, ghf_fit_law *law, char *err, size_t errlen)
 {
     fit_names fn;
     memset(&fn, 0, sizeof fn);
@@ -169,15 +174,17 @@ static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *la
     law->d = (int)d;
     law->mu = calloc((size_t)d, sizeof(double));
     law->gamma = calloc((size_t)d, sizeof(double));
-    law->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
-    int st = 0;
+    int st = 0, rs = 0;
     const char *bad = NULL;
-    if (!law->mu || !law->gamma || !law->sigma) {
+    if (!law->mu || !law->gamma) {
         ghf__seterr(err, errlen, "%s:/fits/%s: out of memory for d = %d", path, name, (int)d);
         st = 1;
     } else if (read_f64(g, "params/mu", d, law->mu)) bad = "mu";
     else if (read_f64(g, "params/gamma", d, law->gamma)) bad = "gamma";
-    else if (read_sigma(g, d, law)) bad = law->factors >= 0 ? "B or D (of the factor form)" : "sigma";
+    else if ((rs = read_sigma(g, d, dense, law)) == -2) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: out of memory for d = %d", path, name, (int)d);
+        st = 1;
+    } else if (rs) bad = law->factors >= 0 ? "B or D (of the factor form)" : "sigma";
     else if (read_f64(g, "params/p", 1, &law->p)) bad = "p";
     else if (read_f64(g, "params/a", 1, &law->a)) bad = "a";
     else if (read_f64(g, "params/b", 1, &law->b)) bad = "b";
@@ -191,7 +198,7 @@ static int read_law(hid_t f, const char *path, const char *name, ghf_fit_law *la
     return st;
 }
 
-int ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+static int read_fit_law(const char *path, const char *name, int dense, ghf_fit_law *law, char *err, size_t errlen)
 {
     memset(law, 0, sizeof *law);
     ghf__h5_quiet();
@@ -205,10 +212,20 @@ int ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, ch
         ghf__seterr(err, errlen, "%s: not a ghfit result file (no root attribute ghfit_version)", path);
         st = 2;
     } else {
-        st = read_law(f, path, name, law, err, errlen);
+        st = read_law(f, path, name, dense, law, err, errlen);
     }
     H5Fclose(f);
     return st;
+}
+
+int ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+{
+    return read_fit_law(path, name, 1, law, err, errlen);
+}
+
+int ghf_h5_read_fit_law_bd(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+{
+    return read_fit_law(path, name, 0, law, err, errlen);
 }
 
 void ghf_fit_law_free(ghf_fit_law *law)

@@ -456,6 +456,9 @@ typedef struct ghf_fit_law {
  * fit's parameters are missing or of another size than its dimension;
  * 1: out of memory.  On failure nothing is left to free. */
 int  ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
+/* The same, but a factor-form fit gets B and D only (sigma NULL: no d x d
+ * matrix read or formed; for `risk` and `optimize`, which use B and D). */
+int  ghf_h5_read_fit_law_bd(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
 void ghf_fit_law_free(ghf_fit_law *law);
 
 /* ---------------------------------------------------------------------------

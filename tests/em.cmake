@@ -63,8 +63,10 @@ add_test(NAME fit_se COMMAND bash ${CMAKE_SOURCE_DIR}/tests/se.sh $<TARGET_FILE:
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_se)
 set_tests_properties(fit_se PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
 # The factor form of the dispersion (--sigma diag|factor:R): ranks, every
-# family, the schema, a sweep over sigma, eval/sample, bad input (tests/fit_factor.sh;
-# that EM is at the maximum: python/tests/test_factor.py).
+# family, the schema, a sweep over sigma, eval/sample, --se, --missing em, bad
+# input (tests/fit_factor.sh; that EM is at the maximum, the SEs against a
+# finite-difference Hessian, the --missing em log-likelihood recomputed:
+# python/tests/test_factor.py).
 add_test(NAME fit_factor COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fit_factor.sh $<TARGET_FILE:ghfit>
          $<TARGET_FILE:h5get> ${CMAKE_BINARY_DIR}/work/fit_factor)
 set_tests_properties(fit_factor PROPERTIES LABELS "mpi;em" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")

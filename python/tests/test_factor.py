@@ -14,6 +14,11 @@ its own (the sample moments, principal components).  The checks:
   * the log-likelihood ghfit reports is the log-density sum (1e-8 relative);
   * no start of the independent maximiser goes above it by more than 1e-6
     relative (EM is at the maximum of the factor law, not short of it).
+
+``--se`` of a factor:1 fit against a finite-difference Hessian of the same
+log-density, and ``--missing em`` of a factor:1 fit against the
+observed-data log-likelihood recomputed here (d = 5, 3,000 rows; the
+tests' docstrings).
 """
 
 from __future__ import annotations
@@ -134,3 +139,180 @@ def test_factor_report_and_lrt(cli, work):
     assert r.returncode == 0, r.stderr
     text, t = parse(out)
     assert text.count("Factor loadings B and specific variances D") == 3
+
+
+# ------------------------------------------------ standard errors (--se)
+
+SE_D, SE_N = 5, 3000
+
+
+def _se_data(work):
+    """NIG rows with a one-factor dispersion (d = 5, 3,000 rows)."""
+    path = work / "factor_se5.h5"
+    rng = np.random.default_rng(77)
+    B = rng.normal(0.0, 0.9, size=(SE_D, 1))
+    D = rng.uniform(0.3, 0.6, size=SE_D)
+    mu, gamma = rng.normal(0, 0.3, SE_D), rng.normal(0, 0.3, SE_D)
+    y = rng.wald(1.0, 2.0, size=SE_N)
+    z = rng.normal(size=(SE_N, 1)) @ B.T + rng.normal(size=(SE_N, SE_D)) * np.sqrt(D)
+    x = mu + np.outer(y, gamma) + np.sqrt(y)[:, None] * z
+    if not path.exists():
+        with h5py.File(path, "w") as f:
+            f["X"] = x
+    return path, x
+
+
+def _se_read(path):
+    with h5py.File(path, "r") as f:
+        g = f["fits"]["nig"]
+        par = {k: g["params"][k][()] for k in g["params"]}
+        se = {k: g["se"][k][()] for k in g["se"]}
+        attrs = dict(g["se"].attrs)
+        cov = g["param_cov"][()]
+        names = [s.decode() if isinstance(s, bytes) else s for s in g["param_cov"].attrs["names"]]
+    return par, se, attrs, cov, names
+
+
+def test_factor_se_matches_fd_hessian(cli, work):
+    """`--se` of a factor:1 fit: param_cov (the covariance of mu, gamma, the
+    entries of Sigma = B B' + D, a, b that the factor form's information
+    implies) against the central-difference Hessian of the exact
+    log-likelihood (this package's log-density, SciPy's Bessel functions) in
+    the factor coordinates (mu, gamma, B, D, a, b), gauge-fixed the same way
+    (the tangent space of |Sigma| = 1) and mapped to those quantities; and the
+    SEs of mu, gamma, a, b close to the full-form fit's on these
+    factor-generated data."""
+    path, x = _se_data(work)
+    d = SE_D
+    out, full = work / "factor_se_f1.h5", work / "factor_se_full.h5"
+    cli.run("fit", "--data", path, "--model", "nig", "--sigma", "factor:1", "--tol", "1e-12", "--max-iter", "5000",
+            "--se", "--out", out, "--quiet")
+    cli.run("fit", "--data", path, "--model", "nig", "--tol", "1e-12", "--max-iter", "5000", "--se", "--out", full,
+            "--quiet")
+    par, se, attrs, cov, names = _se_read(out)
+    assert attrs["method"] == "full" and attrs["reason"] == "", attrs
+    assert names == ([f"mu[{j}]" for j in range(d)] + [f"gamma[{j}]" for j in range(d)]
+                     + [f"sigma[{j},{k}]" for j in range(d) for k in range(j + 1)] + ["a", "b"])
+    B0, D0 = np.asarray(par["B"]).reshape(d, 1), np.asarray(par["D"])
+    mu0, g0, a0, b0 = par["mu"], par["gamma"], float(par["a"]), float(par["b"])
+    th0 = np.concatenate([mu0, g0, B0[:, 0], D0, [a0, b0]])
+    k = th0.size
+
+    def f(th):
+        law = factor_law(th[:d], th[d:2 * d], th[2 * d:3 * d].reshape(d, 1), th[3 * d:4 * d], -0.5, th[-2], th[-1],
+                         "nig")
+        return float(np.sum(law.logpdf(x)))
+
+    sd = np.sqrt(np.diag(par["sigma"]))
+    scale = np.concatenate([sd, sd, np.abs(B0[:, 0]), D0, [a0, b0]])
+    h = 1e-3 * scale
+    H = np.zeros((k, k))
+    f0 = f(th0)
+    E = np.diag(h)
+    for i in range(k):
+        H[i, i] = (f(th0 + 2 * E[i]) - 2 * f0 + f(th0 - 2 * E[i])) / (4 * h[i] ** 2)
+        for j in range(i):
+            H[i, j] = H[j, i] = (f(th0 + E[i] + E[j]) - f(th0 + E[i] - E[j]) - f(th0 - E[i] + E[j])
+                                 + f(th0 - E[i] - E[j])) / (4 * h[i] * h[j])
+    # the gauge: c = grad log|B B' + D| (B: 2 Sigma^-1 B, D: diag Sigma^-1)
+    lam = np.linalg.inv(B0 @ B0.T + np.diag(D0))
+    c = np.zeros(k)
+    c[2 * d:3 * d] = 2 * (lam @ B0)[:, 0]
+    c[3 * d:4 * d] = np.diag(lam)
+    q, _ = np.linalg.qr(np.column_stack([c, np.eye(k)]))
+    T = q[:, 1:k]
+    vf = T @ np.linalg.inv(T.T @ (-H) @ T) @ T.T
+    # (mu, gamma, Sigma lower triangle, a, b) as functions of the factor coordinates
+    J = np.zeros((len(names), k))
+    J[:2 * d, :2 * d] = np.eye(2 * d)
+    r = 2 * d
+    for j in range(d):
+        for l_ in range(j + 1):
+            J[r, 2 * d + j] += B0[l_, 0]
+            J[r, 2 * d + l_] += B0[j, 0]
+            if j == l_:
+                J[r, 3 * d + j] = 1.0
+            r += 1
+    J[r, k - 2], J[r + 1, k - 1] = 1.0, 1.0
+    want = J @ vf @ J.T
+    dv = np.sqrt(np.outer(np.diag(want), np.diag(want)))
+    err = np.max(np.abs(cov - want) / dv)
+    print(f"factor se: param_cov vs finite differences {err:.2e}, cond {attrs['condition_number']:.3g}, "
+          f"newton decrement {attrs['newton_decrement']:.2e}")
+    assert err < 1e-3, err
+    assert attrs["newton_decrement"] < 1e-3
+    assert np.allclose(np.sqrt(np.diag(cov))[:d], se["mu"], rtol=1e-12)
+    got = np.array([se["sigma"][j, l_] for j in range(d) for l_ in range(j + 1)])
+    assert np.allclose(np.sqrt(np.diag(cov))[2 * d:r], got, rtol=1e-12)
+    # the full form's SEs of mu, gamma, a, b on the same factor-generated data
+    _, sfull, afull, _, _ = _se_read(full)
+    for key in ("mu", "gamma", "a", "b", "mean"):
+        rel = np.max(np.abs(np.asarray(se[key]) - sfull[key]) / sfull[key])
+        print(f"  se/{key}: factor vs full {rel:.3f}")
+        assert rel < 0.05, (key, se[key], sfull[key])
+
+
+# ------------------------------------------- missing coordinates (--missing em)
+
+def test_factor_missing_em(cli, work):
+    """`--missing em` with factor:1 on factor-generated rows with 10% of the
+    entries missing completely at random: the log-likelihood ghfit writes is
+    the observed-data log-likelihood sum_i log f(x_i,O) recomputed here from
+    the written parameters (x_O has the law (mu_O, gamma_O, B_O B_O' + D_O, p,
+    a, b); this package's log-density, 1e-9 relative); the fit is close to the
+    full form's `--missing em` fit (Sigma, mu, gamma within a tenth of the
+    scale; the full form, with more parameters, a little above in
+    log-likelihood)."""
+    path, x = _se_data(work)
+    d = SE_D
+    rng = np.random.default_rng(5)
+    m = rng.random(x.shape) < 0.10
+    m[m.all(axis=1), 0] = False
+    xm = np.where(m, np.nan, x)
+    mpath = work / "factor_missing5.h5"
+    with h5py.File(mpath, "w") as f:
+        f["X"] = xm
+    out, full = work / "factor_miss_f1.h5", work / "factor_miss_full.h5"
+    cli.run("fit", "--data", mpath, "--model", "nig", "--sigma", "factor:1", "--missing", "em", "--tol", "1e-12",
+            "--max-iter", "5000", "--out", out, "--quiet")
+    cli.run("fit", "--data", mpath, "--model", "nig", "--missing", "em", "--tol", "1e-12", "--max-iter", "5000",
+            "--out", full, "--quiet")
+    fit, ffull = ghfit.read(str(out)).fits["nig"], ghfit.read(str(full)).fits["nig"]
+    assert fit.sigma_structure == "factor" and "converged" in fit.status, fit.status
+    B, D = np.asarray(fit.params["B"]).reshape(d, 1), np.asarray(fit.params["D"])
+    S = B @ B.T + np.diag(D)
+    mu, gamma, a, b = fit.params["mu"], fit.params["gamma"], float(fit.params["a"]), float(fit.params["b"])
+    ll = 0.0
+    obs = ~m
+    for key in {o.tobytes() for o in obs}:
+        o = np.frombuffer(key, dtype=bool)
+        rows = np.all(obs == o, axis=1)
+        law = ghfit.law.Law(mu[o], gamma[o], S[np.ix_(o, o)], -0.5, a, b, "nig")
+        ll += float(np.sum(law.logpdf(xm[rows][:, o])))
+    sd = np.sqrt(np.diag(ffull.law.sigma))
+    print(f"factor missing: ghfit {fit.loglik:.10f}, recomputed {ll:.10f}, full form {ffull.loglik:.10f}; "
+          f"Sigma {np.max(np.abs(fit.law.sigma - ffull.law.sigma) / np.outer(sd, sd)):.3f}, "
+          f"mu {np.max(np.abs(mu - ffull.params['mu']) / sd):.4f}, "
+          f"gamma {np.max(np.abs(gamma - ffull.params['gamma']) / sd):.4f} of the scale from the full form's")
+    assert abs(ll - fit.loglik) <= 1e-9 * abs(ll), (ll, fit.loglik)
+    assert 0.0 <= ffull.loglik - fit.loglik < 20.0
+    assert np.max(np.abs(fit.law.sigma - ffull.law.sigma) / np.outer(sd, sd)) < 0.1
+    assert np.max(np.abs(mu - ffull.params["mu"]) / sd) < 0.1
+    assert np.max(np.abs(gamma - ffull.params["gamma"]) / sd) < 0.1
+
+
+def test_factor_se_gauss_diag_closed_form(cli, work):
+    """`--se` of a Gaussian `--sigma diag` fit (no gauge, no rotation): the
+    closed form of the diagonal Gaussian MLE, SE(mu_j) = sqrt(S_jj / n),
+    SE(Sigma_jj) = sqrt(2 S_jj^2 / n), and 0 for the off-diagonal entries."""
+    path, x = _se_data(work)
+    out = work / "factor_se_gauss_diag.h5"
+    cli.run("fit", "--data", path, "--model", "gauss", "--sigma", "diag", "--se", "--out", out, "--quiet")
+    with h5py.File(out, "r") as f:
+        g = f["fits"]["gauss"]
+        se_mu, se_s, reason = g["se/mu"][()], g["se/sigma"][()], g["se"].attrs["reason"]
+    n, s = x.shape[0], x.var(axis=0)
+    assert reason == "", reason
+    np.testing.assert_allclose(se_mu, np.sqrt(s / n), rtol=1e-9)
+    np.testing.assert_allclose(np.diag(se_s), np.sqrt(2 * s * s / n), rtol=1e-9)
+    assert np.all(se_s[~np.eye(x.shape[1], dtype=bool)] == 0.0)

@@ -210,7 +210,7 @@ static int step_fits(check *c)
     int st = ghf_job_expand(j, c->n_rows, &c->specs, &c->n_specs, &c->n_total, c->err, sizeof c->err);
     if (!st && c->mode == GHF_PIPE_RUN)
         st = ghf_pipeline_windows_check(j, c->specs, c->n_specs, c->d, c->ranks, c->err, sizeof c->err);
-    if (!st) st = ghf_pipeline_sigma_check(c->specs, c->n_specs, c->d, c->err, sizeof c->err);
+    if (!st) st = ghf_pipeline_sigma_check(c->specs, c->n_specs, c->d, j->se, c->err, sizeof c->err);
     if (st) return st;
     const ghf_fit_spec *a = &c->specs[0], *b = &c->specs[c->n_specs - 1];
     char slice[64] = "";

@@ -205,7 +205,7 @@ typedef struct opt_model {
 /* Rank 0: the fit, its law, what the measure needs, the constraints, the output. */
 static int opt_check(opt_opts *o, opt_model *md, int dry, char *err, size_t errlen)
 {
-    int st = ghf_h5_read_fit_law(o->model, o->has_fit ? o->fit : NULL, &md->fl, err, errlen);
+    int st = ghf_h5_read_fit_law_bd(o->model, o->has_fit ? o->fit : NULL, &md->fl, err, errlen); /* factor: B, D only */
     if (st) return st;
     ghf_fit_law *fl = &md->fl;
     snprintf(o->fit, sizeof o->fit, "%s", fl->name);

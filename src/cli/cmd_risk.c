@@ -166,7 +166,7 @@ static int choose_fit(ghf_risk_opts *o, char *err, size_t errlen)
 static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, size_t errlen)
 {
     ghf_fit_law fp;
-    int st = ghf_h5_read_fit_law(o->model, o->fit, &fp, err, errlen);
+    int st = ghf_h5_read_fit_law_bd(o->model, o->fit, &fp, err, errlen); /* a factor fit: B and D, no Sigma */
     if (st) return st;
     const int d = fp.d;
     md->d = d;
@@ -178,7 +178,11 @@ static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, siz
     fp.mu = fp.gamma = fp.sigma = fp.B = fp.D = NULL;
     int finite = 1;
     for (int i = 0; i < d; i++) finite &= isfinite(md->mu[i]) && isfinite(md->gamma[i]);
-    for (long i = 0; i < (long)d * d; i++) finite &= isfinite(md->sigma[i]) != 0;
+    if (md->nf >= 0) { /* the factor form: B B' + D is positive definite when every D_j > 0 */
+        for (long i = 0; i < (long)d * md->nf; i++) finite &= isfinite(md->B[i]) != 0;
+        for (int i = 0; i < d; i++) finite &= isfinite(md->D[i]) != 0;
+    } else
+        for (long i = 0; i < (long)d * d; i++) finite &= isfinite(md->sigma[i]) != 0;
     ghf_family fam;
     ghf_uni_mix mx;
     if (ghf_family_parse(md->family, &fam) != 0) {
@@ -188,6 +192,13 @@ static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, siz
         snprintf(err, errlen, "%s:/fits/%s: the fit has no usable law (status '%s': parameters not finite or "
                  "outside the %s family's domain)", o->model, o->fit, fp.status, md->family);
         st = GHF_EXIT_USAGE;
+    } else if (md->nf >= 0) { /* w' Sigma w >= w' D w > 0 for every w != 0: no d x d factorisation */
+        for (int i = 0; i < d && !st; i++)
+            if (!(md->D[i] > 0.0)) {
+                snprintf(err, errlen, "%s:/fits/%s: not a valid %s law: the specific variance D[%d] = %g is not "
+                         "positive (status '%s')", o->model, o->fit, md->family, i, md->D[i], fp.status);
+                st = GHF_EXIT_USAGE;
+            }
     } else { /* w' Sigma w > 0 for every w != 0, else a variance clamped to 0 or NaN values for some portfolios */
         double *L = malloc((size_t)d * (size_t)d * sizeof(double));
         if (!L) {

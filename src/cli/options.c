@@ -278,7 +278,8 @@ static const opt g_opts[] = {
     {"accel", "A", F | R, "squarem (default: SQUAREM extrapolation, monotone) or none (plain EM)", o_accel},
     {"se", NULL, F | R,
      "standard errors from the observed information: /fits/NAME/se/ and\n"
-     "param_cov (run: of every fit, as the job key se: true)",
+     "param_cov (run: of every fit, as the job key se: true); with --sigma\n"
+     "diag|factor:R for d <= 100 (mu, gamma, p, a, b, Sigma: none of B)",
      o_se},
     {"se-method", "M", F | R,
      "auto (default: the full covariance up to 8192 free parameters, the\n"

@@ -43,6 +43,13 @@ int64_t ghf_missing_rows(const ghf_missing *m);
 /* Tests: scalar = 1 sends every row through the per-row scalar path (the
  * one d > GHF_CPU_SMALL_D takes) instead of the block kernels. */
 void ghf_missing_tune(ghf_missing *m, int scalar);
+/* The patterns of m (the factor form's E-step reads them, em_factor.c):
+ * their number (0 for m NULL), and pattern k: its rows in pattern order
+ * (x, count rows of d columns; w their weights or NULL), its observed and
+ * missing coordinates (io[no], im[nm]). */
+int ghf_missing_npat(const ghf_missing *m);
+void ghf_missing_pattern(const ghf_missing *m, int k, const double **x, const double **w, int64_t *count, int *no,
+                         const int **io, int *nm, const int **im);
 /* Collective: adds the rows' statistics at t (the marginal law of each row's
  * observed coordinates; the conditional moments of the missing ones given Y
  * and the observed ones; weighted by w when weighted is set) to stats
@@ -145,14 +152,17 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
  * on the rank's rows x [nrows*d] (centred; weights w or NULL), without a
  * backend (src/em/em_factor.c; docs/math.md 9).  Same options and result
  * as ghf_em_fit (o->data_cov is needed for the start; checkpoints,
- * missing coordinates and nested starts are not used); r->params has the
- * factor form with sigma = B B' + D formed once at the end. */
+ * nested starts are not used; with o->has_missing, x holds the rank's
+ * complete rows and o->missing the rows with missing coordinates:
+ * math.md 9.4); r->params has the factor form with sigma = B B' + D formed once at the end. */
 int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t nrows, int d, int nf,
                       const ghf_em_opts *o, ghf_em_result *r, char *err, size_t errlen);
 /* Collective: the unweighted log-likelihood of a factor-form t on the
- * rank's rows (one factor E-step).  0, -1 (t unusable), or 1 with a message. */
-int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_params *t, double *ll, char *err,
-                         size_t errlen);
+ * rank's rows (one factor E-step; with has_missing, miss's rows too: the
+ * marginal log-density of their observed coordinates).  0, -1 (t
+ * unusable), or 1 with a message. */
+int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_missing *miss, int has_missing,
+                         const ghf_params *t, double *ll, char *err, size_t errlen);
 
 /* A K-component mixture fit (--components K, K >= 2; src/em/em_mixture.c;
  * docs/math.md 10): the chosen start's mixture (internal coordinates,

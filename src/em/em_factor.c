@@ -6,6 +6,7 @@
  * variance-mean mixture (docs/math.md 9). */
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,10 +253,50 @@ typedef struct fx_ctx {
      * its range from global quantities only, so every rank builds the same */
     ghf_bessel_plan *plan;
     double xmax; /* the largest |x| over all ranks */
+    /* --missing em: Bessel plans of the incomplete rows, one per number of
+     * observed coordinates |O| (posterior order p - |O|/2) that enough rows
+     * share (over all ranks: every rank builds the same) */
+    int *mslot;             /* [d + 1] the plan of |O|, -1: none */
+    int64_t *mrows;         /* [d + 1] rows with |O| observed coordinates, all ranks */
+    ghf_bessel_plan *mplan; /* [number of slots] */
+    int *muse;              /* [d + 1] built for this E-step */
+    double xmax_miss;       /* the largest |x_O| of the incomplete rows, all ranks */
 } fx_ctx;
 
 /* rows above which the E-step evaluates the Bessel functions through a plan */
 #define FX_PLAN_MIN_ROWS 2048
+
+/* Collective: the plans' slots of the incomplete rows (e->mslot, mrows,
+ * mplan, muse) from their numbers of observed coordinates and largest
+ * |x_O| over all ranks (an order gets a slot with at least 64 rows).  0, or
+ * -1 out of memory (on every rank for the slots; the plans' block: this
+ * rank, the caller agrees). */
+static int fx_miss_plans_alloc(fx_ctx *e)
+{
+    const int d = e->d, npat = ghf_missing_npat(e->o->missing);
+    e->mslot = malloc((size_t)(d + 1) * sizeof(int));
+    e->muse = calloc((size_t)(d + 1), sizeof(int));
+    e->mrows = calloc((size_t)(d + 1), sizeof(int64_t));
+    double xm = 0.0;
+    for (int k = 0; e->mrows && k < npat; k++) {
+        const double *x, *w;
+        int64_t cnt;
+        int no, nm;
+        const int *io, *im;
+        ghf_missing_pattern(e->o->missing, k, &x, &w, &cnt, &no, &io, &nm, &im);
+        e->mrows[no] += cnt;
+        for (int64_t i = 0; i < cnt; i++)
+            for (int a = 0; a < no; a++) xm = fmax(xm, fabs(x[(size_t)i * d + io[a]]));
+    }
+    if (ghf_any(e->comm, !e->mslot || !e->muse || !e->mrows)) return -1; /* every rank: no plans */
+    MPI_Allreduce(MPI_IN_PLACE, e->mrows, d + 1, MPI_INT64_T, MPI_SUM, e->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &xm, 1, MPI_DOUBLE, MPI_MAX, e->comm);
+    e->xmax_miss = xm;
+    int ns = 0;
+    for (int o = 0; o <= d; o++) e->mslot[o] = o > 0 && e->mrows[o] >= 64 ? ns++ : -1;
+    e->mplan = malloc((size_t)(ns > 0 ? ns : 1) * sizeof(ghf_bessel_plan));
+    return e->mplan ? 0 : -1;
+}
 
 /* e->plan for t's order over [sqrt(A b), sqrt(A (b + q_bound))], q_bound =
  * (max|x| + max|mu|)^2 sum 1/D_j >= every row's q (at most the top 30
@@ -277,6 +318,394 @@ static int fx_plan(fx_ctx *e, const ghf_params *t)
     return 1;
 }
 
+/* ---------------------------------------------------------------------------
+ * Rows with missing coordinates (--missing em; docs/math.md 9.4)
+ * ------------------------------------------------------------------------- */
+
+/* The inverse of an r x r matrix from its lower Cholesky factor L into Mi */
+static void fx_chol_inverse(int r, const double *L, double *Mi)
+{
+    double e[2 * (r > 0 ? r : 1)];
+    for (int c = 0; c < r; c++) {
+        for (int a = 0; a < r; a++) e[a] = a == c ? 1.0 : 0.0;
+        fx_lsolve(r, L, e, e + r);
+        for (int a = r - 1; a >= 0; a--) {
+            double s = e[r + a];
+            for (int k = a + 1; k < r; k++) s -= L[k * r + a] * e[k];
+            e[a] = s / L[a * r + a];
+        }
+        for (int a = 0; a < r; a++) Mi[a * r + c] = e[a];
+    }
+}
+
+/* rows of one pattern per work unit: its partial sums (row order) are added exactly */
+#define FX_MISS_CHUNK 256
+/* doubles of a unit's scratch: Xh [chunk][d], Hw [chunk][r], G_O [r][d], sum w xh [d] */
+#define FX_MISS_SCRATCH(d, r) ((size_t)FX_MISS_CHUNK * ((d) + ((r) > 0 ? (r) : 1)) + (size_t)(d) * ((r) > 0 ? (r) : 1) + (size_t)(d))
+
+/* One work unit: nb rows of one pattern (observed io[no], missing im[nm];
+ * weights wt or NULL) at t, into acc[len] (zeroed by the caller).  With O
+ * the observed, M the missing coordinates: Sigma_OO = B_O B_O' + D_O, M_O =
+ * I + B_O' D_O^-1 B_O, and given Y = y and x_O, X_M ~ N(xh_M + e y, y C) with
+ * xh_M = mu_M + B_M M_O^-1 G_O (x_O - mu_O), e = gamma_M - B_M M_O^-1 G_O
+ * gamma_O, C = B_M M_O^-1 B_M' + D_M (math.md 9.4).  acc may hold other
+ * units' sums (a batch): the unit reads none of it.  sc: scratch [d]. */
+static void fx_miss_unit(const fx_ctx *e, const ghf_params *t, double lognorm, const ghf_bessel_plan *plan, const double *xs,
+                         const double *wt, int nb, int no, const int *io, int nm, const int *im, double *acc, double *sc)
+{
+    const fx_der *g = &e->g;
+    const int d = e->d, r = e->r;
+    const int rr = r > 0 ? r : 1;
+    double MO[rr * rr], LO[rr * rr], MiO[rr * rr], ggO[rr], gwO[rr], hO[rr], be[rr], W[rr * rr], P[rr * rr];
+    double zc[rr], cO[rr], f[rr], gx[rr], swbx[rr];
+    /* the pattern's marginal law */
+    double ld = 0.0, w2 = 0.0;
+    for (int a = 0; a < no; a++) {
+        const int j = io[a];
+        ld += log(t->D[j]);
+        w2 += t->gamma[j] * t->gamma[j] * g->Dinv[j];
+    }
+    for (int a = 0; a < r; a++)
+        for (int b = 0; b <= a; b++) {
+            double v = a == b ? 1.0 : 0.0;
+            for (int q = 0; q < no; q++) v += g->G[a * d + io[q]] * t->B[io[q] * r + b];
+            MO[a * r + b] = MO[b * r + a] = v;
+        }
+    if (r > 0 && ghf_cholesky(r, MO, LO) != 0) {
+        acc[GHF_ST_NBAD] += nb;
+        return;
+    }
+    for (int a = 0; a < r; a++) ld += 2.0 * log(LO[a * r + a]);
+    fx_chol_inverse(r, LO, MiO);
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int q = 0; q < no; q++) v += g->G[a * d + io[q]] * t->gamma[io[q]];
+        ggO[a] = v;
+    }
+    fx_lsolve(r, LO, ggO, gwO);
+    for (int a = 0; a < r; a++) w2 -= gwO[a] * gwO[a];
+    if (w2 < 0.0) w2 = 0.0;
+    /* the constants of ghf_estep_consts_fill at dimension |O|, with the
+     * prior's log-normaliser of the E-step (lognorm: one evaluation per E-step) */
+    ghf_estep_consts cst = g->c;
+    if (!e->gauss) {
+        cst.P = t->p - 0.5 * no;
+        cst.A = t->a + w2;
+        cst.log_A = log(cst.A);
+        cst.w2 = w2;
+        cst.ll_const = -0.5 * no * GHF_LOG_2PI - 0.5 * ld - lognorm + GHF_LN2;
+        if (!isfinite(cst.ll_const) || !(cst.A >= 0.0) || (cst.A == 0.0 && !(t->a == 0.0 && cst.P < 0.0)) ||
+            (cst.A > 0.0 && !isfinite(cst.log_A))) {
+            acc[GHF_ST_NBAD] += nb;
+            return;
+        }
+    }
+    /* hO = M_O^-1 G_O gamma_O; e (in xh's missing slots, used below), beta e^ */
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int b = 0; b < r; b++) v += MiO[a * r + b] * ggO[b];
+        hO[a] = v;
+    }
+    double ev[nm > 0 ? nm : 1], dC[nm > 0 ? nm : 1];
+    for (int m = 0; m < nm; m++) {
+        const int j = im[m];
+        double v = t->gamma[j];
+        for (int a = 0; a < r; a++) v -= t->B[j * r + a] * hO[a];
+        ev[m] = v;
+        double c = t->D[j]; /* diag C = B_j M_O^-1 B_j' + D_j */
+        for (int a = 0; a < r; a++)
+            for (int b = 0; b < r; b++) c += t->B[j * r + a] * MiO[a * r + b] * t->B[j * r + b];
+        dC[m] = c;
+    }
+    /* beta = M^-1 G (the full E-step's); beta e^ = M^-1 G_M e; W = sum_{j in M} B_j' (beta_j)' */
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int m = 0; m < nm; m++) v += g->G[a * d + im[m]] * ev[m];
+        gx[a] = v;
+    }
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int b = 0; b < r; b++) v += g->Minv[a * r + b] * gx[b];
+        be[a] = v;
+    }
+    double *bM = malloc((size_t)(nm > 0 ? nm : 1) * rr * sizeof(double)); /* beta's missing columns, [nm][r] */
+    if (!bM) {
+        acc[GHF_ST_NBAD] += nb;
+        return;
+    }
+    for (int m = 0; m < nm; m++)
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int b = 0; b < r; b++) v += g->Minv[a * r + b] * g->G[b * d + im[m]];
+            bM[m * r + a] = v;
+        }
+    for (int a = 0; a < r; a++)
+        for (int b = 0; b < r; b++) {
+            double v = 0.0;
+            for (int m = 0; m < nm; m++) v += t->B[im[m] * r + a] * bM[m * r + b];
+            W[a * r + b] = v;
+        }
+    for (int a = 0; a < r; a++) /* P = M_O^-1 W */
+        for (int b = 0; b < r; b++) {
+            double v = 0.0;
+            for (int c = 0; c < r; c++) v += MiO[a * r + c] * W[c * r + b];
+            P[a * r + b] = v;
+        }
+    /* per pattern: G_O gathered (GO [r][no]), G mu, G_M B_M (so that G xh =
+     * c_O + G mu + G_M B_M f costs O(R^2) per row) */
+    double *GO = sc + (size_t)FX_MISS_CHUNK * (d + rr), gmu[rr], GMB[rr * rr];
+    for (int a = 0; a < r; a++) {
+        double v = 0.0;
+        for (int q = 0; q < no; q++) GO[a * no + q] = g->G[a * d + io[q]];
+        for (int j = 0; j < d; j++) v += g->G[a * d + j] * t->mu[j];
+        gmu[a] = v;
+        for (int b = 0; b < r; b++) {
+            double u = 0.0;
+            for (int m = 0; m < nm; m++) u += g->G[a * d + im[m]] * t->B[im[m] * r + b];
+            GMB[a * r + b] = u;
+        }
+    }
+    /* the rows: q, zw, the moments, the completed rows Xh [nb][d] and
+     * Hw [nb][r] = w u beta xh (T += Xh' Hw by BLAS after the loop) */
+    double *Xh = sc, *Hw = sc + (size_t)FX_MISS_CHUNK * d, *sxh = GO + (size_t)d * rr; /* sxh: sum w xh */
+    double *s4 = acc + GHF_ST_S4, *s5 = s4 + d, *q6 = s5 + d, *T = q6 + d;
+    memset(sxh, 0, (size_t)d * sizeof(double));
+    double sw = 0.0, swv = 0.0, tO[no > 0 ? no : 1];
+    for (int a = 0; a < r; a++) swbx[a] = 0.0;
+    for (int i = 0; i < nb; i++) {
+        const double *xi = xs + (size_t)i * d;
+        double *xh = Xh + (size_t)i * d, *hw = Hw + (size_t)i * rr;
+        const double wi = wt ? wt[i] : 1.0;
+        for (int a = 0; a < r; a++) hw[a] = 0.0;
+        if (wt && wi == 0.0) { /* a row of weight 0 adds exact zeros */
+            memset(xh, 0, (size_t)d * sizeof(double));
+            continue;
+        }
+        double qd = 0.0, zd = 0.0;
+        for (int a = 0; a < no; a++) {
+            const int j = io[a];
+            tO[a] = xi[j] - t->mu[j];
+            const double tj = tO[a] * g->Dinv[j];
+            qd += tj * tO[a];
+            zd += tj * t->gamma[j];
+        }
+        for (int a = 0; a < r; a++) {
+            const double *ga = GO + (size_t)a * no;
+            double v = 0.0;
+            for (int q = 0; q < no; q++) v += ga[q] * tO[q];
+            cO[a] = v;
+        }
+        fx_lsolve(r, LO, cO, zc);
+        double q = qd, zw = zd;
+        for (int a = 0; a < r; a++) {
+            q -= zc[a] * zc[a];
+            zw -= zc[a] * gwO[a];
+        }
+        if (q < 0.0) q = 0.0;
+        ghf_point pt;
+        if (e->gauss) {
+            pt.u = pt.v = 1.0;
+            pt.l = 0.0;
+            pt.ll = -0.5 * (no * GHF_LOG_2PI + ld + q);
+        } else {
+            const double z = ghf_estep_arg(&cst, q);
+            pt = ghf_estep_point(&cst, q, zw, plan ? ghf_bessel_plan_eval(plan, z) : ghf_bessel_fused(cst.P, z));
+        }
+        if (!isfinite(pt.u) || !isfinite(pt.v) || !isfinite(pt.l) || !isfinite(pt.ll)) {
+            acc[GHF_ST_NBAD] += 1.0;
+            memset(xh, 0, (size_t)d * sizeof(double));
+            continue;
+        }
+        const double wu = wi * pt.u;
+        acc[GHF_ST_N] += wi;
+        acc[GHF_ST_S1] += wu;
+        acc[GHF_ST_S2] += wi * pt.v;
+        acc[GHF_ST_S3] += wi * pt.l;
+        acc[GHF_ST_LL] += wi * pt.ll;
+        acc[GHF_ST_ZWABS] += wi * fabs(zw);
+        sw += wi;
+        swv += wi * pt.v;
+        /* f = M_O^-1 c_O; xh = (x_O, mu_M + B_M f) */
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int b = 0; b < r; b++) v += MiO[a * r + b] * cO[b];
+            f[a] = v;
+        }
+        for (int a = 0; a < no; a++) xh[io[a]] = xi[io[a]];
+        for (int m = 0; m < nm; m++) {
+            const int j = im[m];
+            double v = t->mu[j];
+            for (int a = 0; a < r; a++) v += t->B[j * r + a] * f[a];
+            xh[j] = v;
+        }
+        /* beta xh = M^-1 G xh, G xh = c_O + G mu + G_M B_M f */
+        for (int a = 0; a < r; a++) {
+            double v = cO[a] + gmu[a];
+            for (int b = 0; b < r; b++) v += GMB[a * r + b] * f[b];
+            gx[a] = v;
+        }
+        for (int a = 0; a < r; a++) {
+            double v = 0.0;
+            for (int b = 0; b < r; b++) v += g->Minv[a * r + b] * gx[b];
+            swbx[a] += wi * v;
+            hw[a] = wu * v;
+        }
+        for (int j = 0; j < d; j++) {
+            const double xj = xh[j];
+            sxh[j] += wi * xj;
+            s5[j] += wu * xj;
+            q6[j] += wu * xj * xj;
+        }
+    }
+    if (r > 0 && nb > 0) cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, r, nb, 1.0, Xh, d, Hw, rr, 1.0, T, r);
+    /* the terms in e and C, once per unit from its sums (sum w xh = sxh):
+     *   s4 += e^ sum w v,  s5 += e^ sum w,  q6 += 2 e^ o sum w xh + e^2 sum w v + diag(C) sum w,
+     *   T += (sum w xh) (beta e^)' + e^ (sum w beta xh)' + e^ (beta e^)' sum w v + (C beta_M') sum w */
+    for (int j = 0; j < d; j++) {
+        double *Tj = T + (size_t)j * r;
+        for (int a = 0; a < r; a++) Tj[a] += sxh[j] * be[a];
+    }
+    for (int m = 0; m < nm; m++) {
+        const int j = im[m];
+        const double ej = ev[m];
+        q6[j] += 2.0 * ej * sxh[j] + ej * ej * swv + dC[m] * sw;
+        s5[j] += ej * sw;
+        double *Tj = T + (size_t)j * r;
+        for (int a = 0; a < r; a++) {
+            double cb = t->D[j] * bM[m * r + a]; /* (C beta_M')_j = B_j P + D_j beta_j' */
+            for (int b = 0; b < r; b++) cb += t->B[j * r + b] * P[b * r + a];
+            Tj[a] += ej * swbx[a] + ej * be[a] * swv + cb * sw;
+        }
+    }
+    for (int j = 0; j < d; j++) s4[j] += sxh[j];
+    for (int m = 0; m < nm; m++) s4[im[m]] += ev[m] * swv;
+    free(bM);
+}
+
+/* The plans of the incomplete rows' orders for this E-step (e->muse), over
+ * a range every pattern's rows lie in: A_O = a + w2_O is in [a, a + w2]
+ * (the marginal's gamma_O' Sigma_OO^-1 gamma_O <= gamma' Sigma^-1 gamma)
+ * and q_O <= t_O' D_O^-1 t_O <= (max|x| + max|mu|)^2 sum 1/D_j; from global
+ * quantities only (the same plans on every rank).  As the full form's
+ * (em_missing.c): where at least 4 rows per node share the order. */
+static void fx_miss_plans(fx_ctx *e, const ghf_params *t, int nt)
+{
+    const int d = e->d;
+    if (!e->mplan) return;
+    for (int o = 0; o <= d; o++) e->muse[o] = 0;
+    if (!(e->g.c.A > 0.0) || !(t->a >= 0.0)) return; /* no Bessel function (the symmetric t) */
+    double mu_max = 0.0, sdi = 0.0;
+    for (int i = 0; i < d; i++) {
+        mu_max = fmax(mu_max, fabs(t->mu[i]));
+        sdi += e->g.Dinv[i];
+    }
+    const double xm = fmax(e->xmax, e->xmax_miss);
+    const double zhi = sqrt(e->g.c.A * (t->b + (xm + mu_max) * (xm + mu_max) * sdi));
+    double zlo = sqrt(t->a * t->b);
+    if (!(zlo > zhi * 0x1p-30)) zlo = zhi * 0x1p-30;
+    if (!isfinite(zhi) || !(zhi > zlo) || !(zlo > 0x1p-1000)) return;
+    for (int o = 1; o <= d; o++) {
+        if (e->mslot[o] < 0) continue;
+        ghf_bessel_plan *pl = &e->mplan[e->mslot[o]];
+        if (ghf_bessel_plan_setup(pl, t->p - 0.5 * o, zlo, zhi) != 0) continue;
+        const int nn = ghf_bessel_plan_num_nodes(pl), np = ghf_bessel_plan_num_pieces(pl);
+        if ((int64_t)nn * 4 > e->mrows[o]) continue;
+#pragma omp parallel num_threads(nt)
+        {
+#pragma omp for schedule(dynamic, 4)
+            for (int i = 0; i < nn; i++) ghf_bessel_plan_node(pl, i);
+#pragma omp for schedule(static)
+            for (int i = 0; i < np; i++) ghf_bessel_plan_finish_piece(pl, i);
+        }
+        e->muse[o] = 1;
+    }
+}
+
+/* Collective: the statistics of the rows with missing coordinates at t
+ * (e->g holds the E-step's quantities at t), added to e->stats; weighted by
+ * the rows' weights when weighted is set.  0, or 1 (out of memory or MPI
+ * failure, agreed). */
+static int fx_missing_estep(fx_ctx *e, const ghf_params *t, int weighted)
+{
+    const ghf_missing *m = e->o->missing;
+    const int d = e->d, len = e->len, npat = ghf_missing_npat(m);
+    /* work units (pattern, first row: up to FX_MISS_CHUNK rows of one
+     * pattern), grouped in batches of consecutive units of at least
+     * FX_MISS_CHUNK rows (many patterns hold a few rows): one batch is one
+     * thread's sums in unit order, added exactly once, so the result does not
+     * depend on the number of threads */
+    int64_t nu = 0;
+    for (int k = 0; k < npat; k++) {
+        const double *x, *w;
+        int64_t cnt;
+        int no, nm;
+        const int *io, *im;
+        ghf_missing_pattern(m, k, &x, &w, &cnt, &no, &io, &nm, &im);
+        nu += (cnt + FX_MISS_CHUNK - 1) / FX_MISS_CHUNK;
+    }
+    const int nt = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    int64_t *unit = malloc((size_t)(nu > 0 ? nu : 1) * 2 * sizeof(int64_t));
+    int64_t *batch = malloc((size_t)(nu + 1) * sizeof(int64_t));
+    ghf_xsum *xs = malloc((size_t)nt * len * sizeof(ghf_xsum));
+    const size_t tl = (size_t)len + FX_MISS_SCRATCH(d, e->r);
+    double *acc = malloc((size_t)nt * tl * sizeof(double));
+    int fail = !unit || !batch || !xs || !acc;
+    if (ghf_any(e->comm, fail)) {
+        free(unit), free(batch), free(xs), free(acc);
+        return 1;
+    }
+    nu = 0;
+    int64_t nbatch = 0, rows = 0;
+    for (int k = 0; k < npat; k++) {
+        const double *x, *w;
+        int64_t cnt;
+        int no, nm;
+        const int *io, *im;
+        ghf_missing_pattern(m, k, &x, &w, &cnt, &no, &io, &nm, &im);
+        for (int64_t r0 = 0; r0 < cnt; r0 += FX_MISS_CHUNK, nu++) {
+            if (rows == 0) batch[nbatch++] = nu;
+            unit[2 * nu] = k;
+            unit[2 * nu + 1] = r0;
+            rows += cnt - r0 < FX_MISS_CHUNK ? cnt - r0 : FX_MISS_CHUNK;
+            if (rows >= FX_MISS_CHUNK) rows = 0;
+        }
+    }
+    batch[nbatch] = nu;
+    fx_miss_plans(e, t, nt);
+    const double lognorm = e->gauss ? 0.0 : ghf_gig_log_norm_s(t->p, t->a, t->b);
+    for (int i = 0; i < nt * len; i++) ghf_xsum_init(&xs[i]);
+#pragma omp parallel num_threads(nt)
+    {
+        const int tid = omp_get_thread_num();
+        double *a = acc + (size_t)tid * tl;
+        ghf_xsum *ts = xs + (size_t)tid * len;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < nbatch; b++) {
+            memset(a, 0, (size_t)len * sizeof(double));
+            for (int64_t q = batch[b]; q < batch[b + 1]; q++) {
+                const double *x, *w;
+                int64_t cnt;
+                int no, nm;
+                const int *io, *im;
+                ghf_missing_pattern(m, (int)unit[2 * q], &x, &w, &cnt, &no, &io, &nm, &im);
+                const int64_t r0 = unit[2 * q + 1];
+                const int nb = (int)(cnt - r0 < FX_MISS_CHUNK ? cnt - r0 : FX_MISS_CHUNK);
+                    const ghf_bessel_plan *pl = e->muse && e->muse[no] ? &e->mplan[e->mslot[no]] : NULL;
+                fx_miss_unit(e, t, lognorm, pl, x + (size_t)r0 * d, weighted && w ? w + r0 : NULL, nb, no, io, nm, im, a,
+                             a + len);
+            }
+            for (int i = 0; i < len; i++) ghf_xsum_add(&ts[i], a[i]);
+        }
+    }
+    for (int th = 1; th < nt; th++)
+        for (int i = 0; i < len; i++) ghf_xsum_merge(&xs[i], &xs[(size_t)th * len + i]);
+    const int rc = ghf_xsum_allreduce(e->comm, xs, len);
+    for (int i = 0; i < len; i++)
+        if (i != GHF_ST_STOP) e->stats[i] += ghf_xsum_value(&xs[i]);
+    free(unit), free(batch), free(xs), free(acc);
+    return rc ? 1 : 0;
+}
+
 /* Collective E-step at t: 0, -1 (t unusable: every rank agrees, no
  * collective call), or 1 (run-time error). */
 static int fx_estep(fx_ctx *e, const ghf_params *t, char *err, size_t errlen)
@@ -286,7 +715,8 @@ static int fx_estep(fx_ctx *e, const ghf_params *t, char *err, size_t errlen)
     const double t0 = MPI_Wtime();
     fx_pass P = {&e->g, t, e->x, e->w, e->gauss, NULL};
     if (fx_plan(e, t)) P.plan = e->plan;
-    const int rc = ghf_xreduce_rows(e->comm, e->x, e->nrows, e->d, e->len, fx_block, &P, e->stats);
+    int rc = ghf_xreduce_rows(e->comm, e->x, e->nrows, e->d, e->len, fx_block, &P, e->stats);
+    if (!rc && e->o->has_missing) rc = fx_missing_estep(e, t, e->w != NULL);
     int stop = e->o->stop_flag ? (*e->o->stop_flag != 0) : 0, any = 0;
     MPI_Allreduce(&stop, &any, 1, MPI_INT, MPI_MAX, e->comm);
     e->stats[GHF_ST_STOP] = any;
@@ -753,6 +1183,8 @@ int ghf_em_fit_factor(MPI_Comm comm, const double *x, const double *w, int64_t n
             e.plan = malloc(sizeof *e.plan);
             fail = !e.plan;
         }
+        if (o->has_missing && !e.gauss) /* collective: every rank (has_missing is agreed) */
+            fail |= fx_miss_plans_alloc(&e) != 0;
     }
     if (fail) snprintf(err, errlen, "out of memory (factor EM state, d = %d, %d factors)", d, nf);
     if (ghf_test_fail("alloc", err, errlen)) fail = 1;
@@ -915,19 +1347,22 @@ out:
     r->n_estep = e.n_estep;
     r->t_total = MPI_Wtime() - t_start;
     free(B0), free(D0), free(e.stats), free(e.stats1), free(e.plan);
+    free(e.mslot), free(e.mrows), free(e.mplan), free(e.muse);
     fx_der_free(&e.g);
     ghf_params_free(&cur), ghf_params_free(&prev), ghf_params_free(&nx);
     ghf_params_free(&t2), ghf_params_free(&tx), ghf_params_free(&best);
     return rc;
 }
 
-int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_params *t, double *ll, char *err,
-                         size_t errlen)
+int ghf_em_factor_loglik(MPI_Comm comm, const double *x, int64_t nrows, const ghf_missing *miss, int has_missing,
+                         const ghf_params *t, double *ll, char *err, size_t errlen)
 {
     fx_ctx e;
     memset(&e, 0, sizeof e);
     ghf_em_opts o;
     ghf_em_opts_defaults(&o);
+    o.missing = miss;
+    o.has_missing = has_missing;
     e.comm = comm;
     e.x = x;
     e.nrows = nrows;

@@ -130,6 +130,24 @@ int64_t ghf_missing_rows(const ghf_missing *m)
     return m ? m->nrows : 0;
 }
 
+int ghf_missing_npat(const ghf_missing *m)
+{
+    return m ? m->npat : 0;
+}
+
+void ghf_missing_pattern(const ghf_missing *m, int k, const double **x, const double **w, int64_t *count, int *no,
+                         const int **io, int *nm, const int **im)
+{
+    const pattern *p = &m->pat[k];
+    *x = m->xs + (size_t)p->first * m->d;
+    *w = m->ws ? m->ws + p->first : NULL;
+    *count = p->count;
+    *no = p->no;
+    *io = p->io;
+    *nm = p->nm;
+    *im = p->im;
+}
+
 /* Per pattern: the marginal law of x_O (derived), B = Sigma_MO Sigma_OO^-1,
  * bvec = gamma_M - B gamma_O, C = Sigma_MM - B Sigma_OM.  0, or -1 when
  * Sigma_OO is not positive definite. */

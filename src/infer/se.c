@@ -541,15 +541,24 @@ static int run_full(MPI_Comm comm, ghf__se_ctx *c, const ghf_se_input *in, ghf_s
     }
     free(heavy);
     ghf__se_score(c, g);
-    if (gauge_inverse(c, Im, &o->v.cond, o->reason, sizeof o->reason) != 0) {
-        free(Im), free(g);
-        o->v.n_cov = 0;
-        return 0;
+    if (in->theta->D) { /* the factor form: the covariance its information implies (se_factor.c) */
+        if (ghf__se_factor_inverse(c, in->theta, Im, g, &o->v.cond, &o->v.newton_decrement, o->reason,
+                                   sizeof o->reason) != 0) {
+            free(Im), free(g);
+            o->v.n_cov = 0;
+            return 0;
+        }
+    } else {
+        if (gauge_inverse(c, Im, &o->v.cond, o->reason, sizeof o->reason) != 0) {
+            free(Im), free(g);
+            o->v.n_cov = 0;
+            return 0;
+        }
+        double nd = 0.0;
+        for (int i = 0; i < k; i++)
+            for (int j = 0; j < k; j++) nd += g[c->full_of[i]] * Im[(size_t)i * k + j] * g[c->full_of[j]];
+        o->v.newton_decrement = sqrt(fmax(nd, 0.0));
     }
-    double nd = 0.0;
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < k; j++) nd += g[c->full_of[i]] * Im[(size_t)i * k + j] * g[c->full_of[j]];
-    o->v.newton_decrement = sqrt(fmax(nd, 0.0));
     free(g);
     if (to_raw_cov(c, Im) != 0) {
         free(Im);
@@ -674,11 +683,13 @@ int ghf_se_compute(MPI_Comm comm, const ghf_se_input *in, ghf_se_mode mode, ghf_
         c.verbose = in->verbose;
         c.label = in->label;
         c.t_start = c.t_last_print = t0;
-        const int full = mode == GHF_SE_FULL || (mode != GHF_SE_SUBSET && c.nfree <= GHF_SE_FULL_KMAX);
+        /* the factor form: the full method only (the caller refuses the subset and d > 100) */
+        const int full = in->theta->D || mode == GHF_SE_FULL || (mode != GHF_SE_SUBSET && c.nfree <= GHF_SE_FULL_KMAX);
         snprintf(out->method, sizeof out->method, "%s", full ? "full" : "subset");
         if (rank == 0 && (in->verbose || (double)c.n * c.kB * c.kB > 2e12)) {
             printf("ghfit: %s: standard errors by the %s observed information (%d free parameters, %lld rows)\n",
-                   in->label ? in->label : "fit", full ? "full" : "subset of the", c.nfree, (long long)c.n);
+                   in->label ? in->label : "fit", full ? "full" : "subset of the",
+                   in->theta->D ? ghf__se_factor_nfree(&c, in->theta) : c.nfree, (long long)c.n);
             fflush(stdout);
         }
         ok = full ? run_full(comm, &c, in, out) : run_subset(comm, &c, in, out);

@@ -27,6 +27,12 @@ typedef enum {
  * --se gives the subset. */
 #define GHF_SE_FULL_KMAX 8192
 
+/* A factor-form fit (--sigma diag|factor:R) has SEs up to this many columns
+ * (the full method through the full form's information: docs/design.md);
+ * beyond, --se with the factor form is refused before any fit
+ * (ghf_pipeline_sigma_check, also in `ghfit check`). */
+#define GHF_SE_FACTOR_DMAX 100
+
 /* A fit of a family with a, b > 0 (gh, hyp, nig, fixed p) whose gauge-free
  * sqrt(ab) is below this is on a face of the GIG domain (a variance-gamma
  * or skewed t law, not a point of the family): its SEs are NaN. */

@@ -138,6 +138,17 @@ void ghf__se_to_raw(const ghf__se_ctx *c, double *v, double *scratch);
 int ghf__se_subset_solve(MPI_Comm comm, ghf__se_ctx *c, const double *F, int s, double *cov, char *why,
                          size_t whylen);
 
+/* The factor form (se_factor.c; t->D set): the number of its free
+ * coordinates (mu, gamma if free, B, D, the free ones of p, a, b), and the
+ * covariance of the full form's free parameters that its gauge-fixed
+ * inverse information implies, J V_f J', into Im (k x k, in: the full
+ * form's information I at Sigma = B B' + D), from the full form's score
+ * (full coordinates); the condition number and the Newton decrement.  0,
+ * or -1 with why. */
+int ghf__se_factor_nfree(const ghf__se_ctx *c, const ghf_params *t);
+int ghf__se_factor_inverse(const ghf__se_ctx *c, const ghf_params *t, double *Im, const double *score, double *cond,
+                           double *newton, char *why, size_t len);
+
 /* Test hook: 1 if GHFIT_TEST_SE (comma-separated) names `flag`: "exact"
  * (no interpolation plan), "shared" (the threads share one matrix whatever
  * its size).  The results are the same to rounding; tests/se.sh checks it. */

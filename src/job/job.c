@@ -296,8 +296,7 @@ int ghf_job_check_sigma(const ghf_job *j, char *err, size_t errlen)
 {
     if (!sigma_nonfull(j)) return 0;
     const char *s = j->source ? j->source : "job";
-    const char *why = j->missing_em ? "--missing em (missing: em)"
-                      : j->se ? "standard errors (--se, se:)"
+    const char *why = j->se == GHF_JOB_SE_SUBSET ? "the subset method of standard errors (--se-method subset, se: subset)"
                       : j->backend && !strcmp(j->backend, "cuda") ? "--backend cuda (the factor form runs on the CPU backend only)"
                       : NULL;
     if (why) {

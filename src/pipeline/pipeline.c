@@ -57,7 +57,7 @@ static int prepare(MPI_Comm world, const ghf_job *j, ghf_pipe_mode mode, int64_t
     st = ghf_job_expand(j, *n_rows, specs, n_specs, n_total, err, errlen);
     /* every window must be fittable: rows > d and memory (the same on every rank) */
     if (!st && !fit) st = ghf_pipeline_windows_check(j, *specs, *n_specs, *d, size, err, errlen);
-    if (!st) st = ghf_pipeline_sigma_check(*specs, *n_specs, *d, err, errlen);
+    if (!st) st = ghf_pipeline_sigma_check(*specs, *n_specs, *d, j->se, err, errlen);
     return st;
 }
 

@@ -44,7 +44,7 @@ int ghf_weights_probe(const ghf_job *j, int64_t *n, char *err, size_t errlen);
 int ghf_halflife_check(const ghf_job *j, int64_t n, int d, char *err, size_t errlen);
 
 /* Every fit's --sigma factor:R has R < d: 0, or 2 with a message. */
-int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, char *err, size_t errlen);
+int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, int se, char *err, size_t errlen);
 /* the identity a checkpoint of this run must match (cfg: the job's
  * ghf_job_config_text, used in GHF_PIPE_RUN mode; kept by reference) */
 ghf_ckpt_id ghf_pipeline_ckpt_id(const ghf_job *j, ghf_pipe_mode mode, int64_t n_rows, int d, int n_specs,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "h5io.h"
+#include "se.h"
 
 int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int n_specs, int d, int size, char *err,
                                size_t errlen)
@@ -22,9 +23,9 @@ int ghf_pipeline_windows_check(const ghf_job *j, const ghf_fit_spec *specs, int 
     return st;
 }
 
-int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, char *err, size_t errlen)
+int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, int se, char *err, size_t errlen)
 {
-    for (int i = 0; i < n_specs; i++)
+    for (int i = 0; i < n_specs; i++) {
         if (specs[i].sigma_r >= d) { /* --sigma factor:R needs R < d */
             snprintf(err, errlen, "--sigma factor:%d: a factor form needs fewer factors than the %d columns of the data",
                      specs[i].sigma_r, d);
@@ -38,6 +39,12 @@ int ghf_pipeline_sigma_check(const ghf_fit_spec *specs, int n_specs, int d, char
                      specs[i].name, (long long)specs[i].row_len);
             return 2;
         }
+        if (se && specs[i].sigma_r >= 0 && d > GHF_SE_FACTOR_DMAX) { /* before any fit (src/infer/se.h) */
+            snprintf(err, errlen, "--se with --sigma %s: standard errors of a factor-form fit are computed for d <= %d "
+                     "columns only (these data have %d)", specs[i].sigma_r ? "factor" : "diag", GHF_SE_FACTOR_DMAX, d);
+            return 2;
+        }
+    }
     return 0;
 }
 

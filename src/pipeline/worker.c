@@ -705,7 +705,9 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
                    s->sigma_r ? "factor" : "diag");
             fflush(stdout);
         }
-        st = ghf_em_fit_factor(g->gcomm, data->x, data->w, data->nrows, data->d, s->sigma_r, &eo, &out.em, msg, msglen);
+        /* --missing em: the complete rows first (ghf_em_fit_factor's x), the others in dc->miss */
+        st = ghf_em_fit_factor(g->gcomm, data->x, data->w, dc->has_missing ? dc->n_complete : data->nrows, data->d,
+                               s->sigma_r, &eo, &out.em, msg, msglen);
     } else {
         st = ghf_em_fit(g->gcomm, dc->be, data->d, &eo, &out.em, msg, msglen);
     }
@@ -746,8 +748,9 @@ static int fit_one(group_ctx *g, const ghf_fit_spec *s, data_cache *dc, const gh
         out.n_eff = dc->wsum * dc->wsum / dc->wsum2;
         if ((s->components > 1 ? ghf_em_mixture_loglik(g->gcomm, data->x, data->nrows, &out.mix.m, s->family,
                                                        &out.loglik_unweighted, msg, msglen)
-             : s->sigma_r >= 0 ? ghf_em_factor_loglik(g->gcomm, data->x, data->nrows, &out.em.params, &out.loglik_unweighted,
-                                                    msg, msglen)
+             : s->sigma_r >= 0 ? ghf_em_factor_loglik(g->gcomm, data->x, dc->has_missing ? dc->n_complete : data->nrows,
+                                                    dc->miss, dc->has_missing, &out.em.params,
+                                                    &out.loglik_unweighted, msg, msglen)
                              : ghf_em_loglik_unweighted(g->gcomm, dc->be, dc->miss, dc->has_missing, &out.em.params,
                                                         &out.loglik_unweighted, msg, msglen)) > 0) {
             ghf_fit_out_free(&out);
