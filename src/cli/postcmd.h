@@ -39,6 +39,11 @@ ghf_io_plan ghf_sample_plan(const ghf_sample_opts *so, const char *file, int n_r
 /* The law's parameters into t (allocated for law->d) and the Cholesky
  * factor of Sigma into L [d*d]: 0, or 2 with sample's message. */
 int ghf_sample_law(const ghf_fit_law *law, const char *file, ghf_params *t, double *L, char *err, size_t errlen);
+/* A mixture law (law->n_components K >= 2) into m (allocated for K, d) and
+ * the K Cholesky factors into L [K][d*d]: 0, or 2 with a message naming the
+ * component whose Sigma is not positive definite. */
+int ghf_sample_mix_law(const ghf_fit_law *law, const char *file, ghf_mixture *m, double *L, char *err,
+                       size_t errlen);
 
 typedef struct ghf_gof_opts {
     const char *model, *data, *dataset, *out;
