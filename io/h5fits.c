@@ -158,7 +158,7 @@ static int read_mixture(hid_t g, const char *path, int64_t K, ghf_fit_law *law, 
         sum += law->prop[k];
     }
     if (!(fabs(sum - 1.0) <= 1e-8)) {
-        ghf__seterr(err, errlen, "%s:/fits/%s/proportions: the %lld proportions sum to %.17g, not 1", path, name,
+        ghf__seterr(err, errlen, "%s:/fits/%s/proportions: the %lld proportions sum to %.12g, not 1", path, name,
                     (long long)K, sum);
         return 2;
     }

@@ -182,9 +182,11 @@ static int check_risk(post *p, int argc, char **argv)
     ghf_risk_model md;
     memset(&md, 0, sizeof md);
     st = ghf_risk_check(&o, &md, 1, p->err, sizeof p->err);
-    free(md.mu), free(md.gamma), free(md.sigma), free(md.B);
+    free(md.mu), free(md.gamma), free(md.sigma), free(md.B), free(md.prop), free(md.cp);
     if (st) return st;
-    ghf__check_line("model", "%s:/fits/%s: %s, d = %d", o.model, o.fit, md.family, md.d);
+    char kc[48] = "";
+    if (md.n_components >= 2) snprintf(kc, sizeof kc, "%d-component mixture of ", md.n_components);
+    ghf__check_line("model", "%s:/fits/%s: %s%s, d = %d", o.model, o.fit, kc, md.family, md.d);
     ghf__check_line("portfolios", "%s:%s: %lld portfolios x %d weights", o.wfile, o.wdset, (long long)md.P, md.d);
     ghf__check_output_line(o.out);
     if ((st = step_sample(p, o.wfile, o.wdset))) return st;

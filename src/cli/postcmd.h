@@ -80,6 +80,10 @@ typedef struct ghf_risk_model {
     double *mu, *gamma, *sigma;
     int nf;          /* the factor form: R (0: diag) with B [d*R] and D [d] in one block at B; -1: full */
     double *B, *D;
+    /* a mixture (n_components Kc >= 2; mu, gamma, sigma NULL): prop [Kc] and
+     * the components packed in cp [Kc][2d + d*d + 3] (mu, gamma, sigma, p, a, b) */
+    int n_components;
+    double *prop, *cp;
 } ghf_risk_model;
 int ghf_risk_parse(int argc, char **argv, ghf_risk_opts *o);
 /* Rank 0 (serial): the inputs (which fit, its law, the weights' shape),

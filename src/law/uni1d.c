@@ -673,6 +673,33 @@ int ghf_uni_var_es(const ghf_uni_law *L, double alpha, double *var, double *es)
     return st;
 }
 
+int ghf_uni_mean_excess(const ghf_uni_law *L, double x, double *out)
+{
+    double pt = NAN, me = NAN;
+    const int k = uni_law_kind(L, &pt);
+    *out = NAN;
+    if (k < 0 || x != x) return GHF_UNI_EDOM;
+    if (k == 1) {
+        *out = pt > x ? pt - x : 0.0;
+        return GHF_UNI_OK;
+    }
+    const double u = (x - L->m) / L->s, beta = L->g / L->s;
+    if (uni_me_infinite(L->mix, beta)) {
+        *out = INFINITY;
+        return GHF_UNI_INF;
+    }
+    if (L->mix->gauss) {
+        *out = L->s * uni_psi(u - beta);
+        return GHF_UNI_OK;
+    }
+    uni_work W;
+    if (uni_work_init(&W)) return GHF_UNI_EACC;
+    const int st = uni_integral(&W, L->mix, u, beta, UNI_ME, &me);
+    uni_work_free(&W);
+    *out = L->s * me;
+    return st ? GHF_UNI_EACC : GHF_UNI_OK;
+}
+
 /* VaR and ES with their partial derivatives in (m, g, s) (uni1d.h).  With
  * U = (L - m)/s = beta Y + sqrt(Y) Z, u = the standardised VaR and e the
  * standardised ES, both are positively homogeneous of degree 1 in (m, g, s)

@@ -82,6 +82,11 @@ int ghf_uni_isf(const ghf_uni_law *L, double q, double *out);
  * (VaR is still set). */
 int ghf_uni_var_es(const ghf_uni_law *L, double alpha, double *var, double *es);
 
+/* The mean excess E[(L - x)^+] (the partial expectation E[L 1{L > x}] is
+ * x P(L > x) + this): one quadrature; +inf with GHF_UNI_INF when the tail
+ * has no mean.  What the ES of a mixture of such laws sums (risk.c). */
+int ghf_uni_mean_excess(const ghf_uni_law *L, double x, double *out);
+
 /* VaR and ES (as ghf_uni_var_es, s > 0) with their partial derivatives
  * dvar[3], des[3] in (m, g, s) (uni1d.c; docs/math.md "Gradients of VaR and
  * ES").  u_hint (may be NULL): in, a start for the standardised quantile
