@@ -36,6 +36,8 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         m->p_fixed = NAN;
         m->loglik_unweighted = NAN;
         m->factors = -1;
+        m->n_components = 1;
+        m->icl = NAN;
         char gname[96];
         snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
         hid_t g = H5Lexists(f, "/fits", H5P_DEFAULT) > 0 && H5Lexists(f, gname, H5P_DEFAULT) > 0
@@ -48,6 +50,8 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         if (ghf__attr_read_f64(g, "loglik_unweighted", &m->loglik_unweighted) != 0) m->loglik_unweighted = NAN;
         if (ghf__attr_read_i64(g, "n_dropped", &v) == 0) m->n_dropped = v;
         if (ghf__attr_read_i64(g, "factors", &v) == 0 && v >= 0 && v <= 100000) m->factors = (int)v;
+        if (ghf__attr_read_i64(g, "n_components", &v) == 0 && v >= 1 && v <= 1000000) m->n_components = (int)v;
+        if (ghf__attr_read_f64(g, "icl", &m->icl) != 0) m->icl = NAN;
         m->has_data = attr_str(g, "data_file", m->data_file, sizeof m->data_file) == 0;
         if (m->has_data) {
             if (attr_str(g, "dataset", m->dataset, sizeof m->dataset) != 0) snprintf(m->dataset, sizeof m->dataset, "/X");

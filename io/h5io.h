@@ -415,6 +415,8 @@ typedef struct ghf_fit_model_info {
     int64_t row_start, row_count, n_dropped;
     double loglik_unweighted; /* attribute loglik_unweighted of a weighted fit, NaN when absent */
     int factors; /* the dispersion's form: -1 full (no attribute factors), 0 diag, R factors */
+    int n_components; /* attribute n_components of a mixture (1: a single law, absent) */
+    double icl;       /* attribute icl of a mixture (NaN when absent) */
 } ghf_fit_model_info;
 
 /* Reads the attributes of /fits/<rows[i].name> for each of n summary rows

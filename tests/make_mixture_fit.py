@@ -127,19 +127,19 @@ def make_mixture(f, name, src_name, K, case, n_obs, loglik_shift):
     g.attrs["aic"] = -2.0 * ll + 2.0 * npar
     g.attrs["bic"] = bic
     g.attrs["icl"] = bic + 2.0 * 0.05 * n_obs * (K - 1)
-    return comps, prop, ll, bic
+    return comps, prop, ll, float(g.attrs["aic"]), bic
 
 
 def set_summary(f, rows):
     old = f["/summary"][...]
     desc = f["/summary"].attrs.get("description", "")
     new = np.zeros(len(rows), dtype=old.dtype)
-    for i, (name, ll, bic) in enumerate(rows):
+    for i, (name, ll, aic, bic) in enumerate(rows):
         new[i] = old[0]
         new[i]["name"] = name.encode()
-        if ll is not None:
-            new[i]["loglik"] = ll
-            new[i]["bic"] = bic
+        new[i]["loglik"] = ll
+        new[i]["aic"] = aic
+        new[i]["bic"] = bic
     del f["/summary"]
     ds = f.create_dataset("/summary", data=new)
     ds.attrs["description"] = desc
@@ -163,15 +163,17 @@ def main():
         if a.sweep:
             f.move("/fits/%s" % name, "/fits/%s_k1" % name)
             g1 = f["/fits/%s_k1" % name]
-            rows = [(name + "_k1", float(g1.attrs["loglik"]), float(g1.attrs["bic"]))]
+            rows = [(name + "_k1", float(g1.attrs["loglik"]), float(g1.attrs["aic"]), float(g1.attrs["bic"]))]
             for K in range(2, a.k + 1):
-                f.copy(g1, "/fits/%s_k%d" % (name, K))
-                _, _, ll, bic = make_mixture(f, "%s_k%d" % (name, K), name, K, a.case, n_obs, 150.0 * (K - 1))
-                rows.append(("%s_k%d" % (name, K), ll, bic))
+                gk = f.create_group("/fits/%s_k%d" % (name, K))  # the fit's attributes (h5py's copy
+                for key, v in g1.attrs.items():                    # of a group crashes on these files)
+                    gk.attrs[key] = v
+                _, _, ll, aic, bic = make_mixture(f, "%s_k%d" % (name, K), name, K, a.case, n_obs, 150.0 * (K - 1))
+                rows.append(("%s_k%d" % (name, K), ll, aic, bic))
             set_summary(f, rows)
             return
-        comps, prop, ll, bic = make_mixture(f, name, name, a.k, a.case, n_obs, 0.0)
-        set_summary(f, [(name, ll, bic)])
+        comps, prop, ll, aic, bic = make_mixture(f, name, name, a.k, a.case, n_obs, 0.0)
+        set_summary(f, [(name, ll, aic, bic)])
     if a.singles:
         for k, (mu, gamma, S, p, a_, b) in enumerate(comps):
             path = "%s%d.h5" % (a.singles, k)

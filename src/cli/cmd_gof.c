@@ -300,6 +300,15 @@ static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam
     return st;
 }
 
+int ghf_gof_law_check(const ghf_fit_law *law, const char *file, char *err, size_t errlen)
+{
+    if (law->n_components < 2) return 0;
+    snprintf(err, errlen, "%.1000s:/fits/%s is a %d-component mixture; gof needs a single law (its radial statistic "
+             "(x - mu)' Sigma^-1 (x - mu) has no single mu and Sigma under a mixture)", file, law->name,
+             law->n_components);
+    return GHF_EXIT_USAGE;
+}
+
 int ghf_cmd_gof(int argc, char **argv)
 {
     int rank, size;
@@ -319,6 +328,11 @@ int ghf_cmd_gof(int argc, char **argv)
     ghf_family fam;
     if ((st = ghf_fit_law_load(MPI_COMM_WORLD, file, name, &law, &fam, err, sizeof err))) {
         ghf_error0("%s", err);
+        return st;
+    }
+    if ((st = ghf_gof_law_check(&law, file, err, sizeof err))) { /* the same verdict on every rank */
+        ghf_error0("%s", err);
+        ghf_fit_law_free(&law);
         return st;
     }
     const ghf_io_plan plan = ghf_gof_plan(&o, file, size);
