@@ -32,7 +32,7 @@ import numpy as np
 
 
 def bessel_k(v, z):
-    t = np.linspace(0.0, 40.0, 400001)
+    t = np.linspace(0.0, 40.0, 16001)  # h = 0.0025: the trapezoid rule converges exponentially here
     f = np.exp(-z * np.cosh(t) + np.abs(v) * t) * 0.5 * (1.0 + np.exp(-2.0 * np.abs(v) * t))
     f[~np.isfinite(f)] = 0.0
     h = t[1] - t[0]
