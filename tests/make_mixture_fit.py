@@ -16,6 +16,8 @@ usage: make_mixture_fit.py SRC.h5 OUT.h5 [--k K] [--case CASE] [--sweep]
                definite)
   --sweep      keep the single fit as <name>_k1 and add mixtures <name>_k2 ..
                <name>_kK (the fit names of a sweep over K), /summary rows too
+  --bad P      also write the four hostile files P<case>.h5 (sum, count,
+               dim, pd) in the same run
   --singles P  also write each component as a single-law result file
                P<k>.h5 (fit name as in SRC): the independent reference of a
                test (ghfit eval of each component on its own)
@@ -153,7 +155,14 @@ def main():
     ap.add_argument("--case", default="good", choices=["good", "identical", "sum", "count", "dim", "pd"])
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--singles")
+    ap.add_argument("--bad")
     a = ap.parse_args()
+    for case in ("sum", "count", "dim", "pd") if a.bad else ():
+        path = "%s%s.h5" % (a.bad, case)
+        shutil.copyfile(a.src, path)
+        with h5py.File(path, "r+") as f:
+            name = list(f["/fits"].keys())[0]
+            make_mixture(f, name, name, a.k, case, int(f["/fits"][name].attrs["n_obs"]), 0.0)
     shutil.copyfile(a.src, a.out)
     with h5py.File(a.out, "r+") as f:
         names = list(f["/fits"].keys())

@@ -14,11 +14,15 @@
 #   * risk: the same values on 1 and 3 ranks; VaR and ES against a Monte
 #     Carlo of 400,000 draws; a mixture of K identical components gives the
 #     single law's VaR and ES;
+#   * gof: the margins' PITs are sum_k pi_k (the PIT under component k,
+#     from gof of each component on its own), the same on 1 and 3 ranks,
+#     p-values not small on draws from the mixture, tiny on other data; no
+#     radial statistic (NaN);
 #   * summary: K and ICL columns; --lrt tests no mixture;
 #   * refusals (exit 2, one line naming the file, fit and dataset, no
 #     output): proportions not summing to 1, components/ not holding K,
 #     a component of the wrong dimension, a Sigma not positive definite;
-#     optimize and gof of a mixture; `ghfit check` finds the same.
+#     optimize and gof --bootstrap of a mixture; `ghfit check` finds the same.
 # usage: mixture_readers.sh GHFIT WORKDIR
 set -euo pipefail
 G=$1; W=$2
@@ -31,10 +35,9 @@ rm -rf "$W"; mkdir -p "$W"; cd "$W"
 fail=0
 "$G" generate --model gh --dim 3 --n 2000 --seed 3 --out d.h5 >/dev/null
 "$G" fit --data d.h5 --model gh --out r.h5 --quiet
-"$PY" "$SRC/make_mixture_fit.py" r.h5 m3.h5 --singles c
+"$PY" "$SRC/make_mixture_fit.py" r.h5 m3.h5 --singles c --bad bad_
 "$PY" "$SRC/make_mixture_fit.py" r.h5 mid.h5 --case identical --singles id
 "$PY" "$SRC/make_mixture_fit.py" r.h5 sweep.h5 --sweep --k 3
-for c in sum count dim pd; do "$PY" "$SRC/make_mixture_fit.py" r.h5 bad_$c.h5 --case $c; done
 
 # --- sample and eval -----------------------------------------------------------
 "$G" sample --model m3.h5 --n 20000 --seed 5 --out s1.h5 | grep -q "3-component mixture" || { echo "FAIL: sample line"; fail=1; }
@@ -49,7 +52,8 @@ with h5py.File("snan.h5", "w") as f:
     f["X"] = nan
 assert np.array_equal(a, b), "sample: 1 and 3 ranks differ"
 EOF
-for np_ in 1 2 3; do $MPI -np $np_ "$G" eval --model m3.h5 --data s1.h5 --out e$np_.h5 --quiet; done
+"$G" eval --model m3.h5 --data s1.h5 --out e1.h5 --quiet
+for np_ in 2 3; do $MPI -np $np_ "$G" eval --model m3.h5 --data s1.h5 --out e$np_.h5 --quiet; done
 for k in 0 1 2; do "$G" eval --model c$k.h5 --data s1.h5 --out ec$k.h5 --quiet; done
 "$G" eval --model m3.h5 --data snan.h5 --out enan.h5 --quiet
 for np_ in 2 3; do cmp -s e1.h5 e$np_.h5 || { echo "FAIL: eval on $np_ ranks differs from 1 rank"; fail=1; }; done
@@ -127,6 +131,39 @@ check(dv < 1e-12 and de < 1e-12, "identical components: the single law's VaR (%.
 raise SystemExit(1 if bad else 0)
 EOF
 
+# --- gof: the margins through the mixture cdf ----------------------------------------
+"$G" sample --model m3.h5 --n 800 --seed 11 --out gs.h5 --quiet
+"$G" sample --model c0.h5 --n 800 --seed 11 --out gs0.h5 --quiet
+"$G" gof --model m3.h5 --data gs.h5 --out gof1.h5 --quiet
+$MPI -np 3 "$G" gof --model m3.h5 --data gs.h5 --out gof3.h5 --quiet
+"$G" gof --model m3.h5 --data gs0.h5 --out gofd.h5 --quiet
+for k in 0 1 2; do "$G" gof --model c$k.h5 --data gs.h5 --out gofc$k.h5 --quiet; done
+"$PY" - <<'EOF' || fail=1
+import h5py, numpy as np
+bad = []
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok: bad.append(what)
+def walk(g, p=""):
+    out = {}
+    for k, v in g.items():
+        out.update(walk(v, p + k + "/") if isinstance(v, h5py.Group) else {p + k: v[()]})
+    return out
+a, b = walk(h5py.File("gof1.h5", "r")), walk(h5py.File("gof3.h5", "r"))
+check(a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a), "gof: 1 and 3 ranks")
+prop = h5py.File("m3.h5", "r")["fits/gh/proportions"][()]
+u = sum(prop[k] * h5py.File("gofc%d.h5" % k, "r")["margins/pit"][()] for k in range(3))
+check(np.abs(a["margins/pit"] - u).max() < 1e-12, "margin PITs = sum_k pi_k (PIT under component k alone) (%.2g)"
+      % np.abs(a["margins/pit"] - u).max())
+check(np.all(a["margins/ks_p"] > 1e-3) and np.all(a["margins/ad_p"] > 1e-3), "draws from the mixture: p-values %s"
+      % np.round(a["margins/ks_p"], 3))
+check(np.all(np.isnan(a["radial/ks"])) and np.all(np.isnan(a["radial/qq"])), "no radial statistic (NaN)")
+check(h5py.File("gof1.h5", "r").attrs["n_components"] == 3, "attribute n_components")
+d = walk(h5py.File("gofd.h5", "r"))
+check(d["margins/ks_p"].min() < 1e-6, "draws from component 0 alone: smallest KS p %.2g" % d["margins/ks_p"].min())
+raise SystemExit(1 if bad else 0)
+EOF
+
 # --- summary -------------------------------------------------------------------
 "$G" summary sweep.h5 --sort icl --lrt > sum.txt
 awk '$2 == "gh_k3" && $9 == 3 { k3 = 1 } $2 == "gh_k1" && $9 == 1 && $10 == $8 { k1 = 1 }
@@ -159,8 +196,9 @@ for c in sum count dim pd; do
   grep -q -- "$pat" chk.txt || { echo "FAIL: check eval bad_$c message"; cat chk.txt; fail=1; }
 done
 refused optimize "m3.h5:/fits/gh is a 3-component mixture; optimize needs a single law" -- --model m3.h5 --measure sd --out out.h5
-refused gof "m3.h5:/fits/gh is a 3-component mixture; gof needs a single law" -- --model m3.h5 --data d.h5 --out out.h5
-for cmd in "eval --data d.h5" "sample --n 5 --seed 1" "risk --portfolios w.h5 --alpha 0.9"; do
+refused gof "m3.h5:/fits/gh is a 3-component mixture; gof --bootstrap needs a single law" -- --model m3.h5 --data d.h5 \
+  --out out.h5 --bootstrap 9
+for cmd in "eval --data d.h5" "sample --n 5 --seed 1" "risk --portfolios w.h5 --alpha 0.9" "gof --data d.h5"; do
   "$G" check $cmd --model m3.h5 --out out.h5 > chk.txt 2>&1 && grep -q "3-component mixture of gh" chk.txt \
     || { echo "FAIL: check $cmd of a mixture"; cat chk.txt; fail=1; }
 done

@@ -160,7 +160,7 @@ static int check_gof(post *p, int argc, char **argv)
     ghf__check_line("options", "ok: goodness of fit of %s:%s under %s into %s%s", o.data, o.dataset, o.model, o.out,
                     o.B > 0 ? " with a parametric bootstrap" : "");
     if ((st = step_model(p, o.model))) return st;
-    if ((st = ghf_gof_law_check(&p->law, p->file, p->err, sizeof p->err))) return st;
+    if ((st = ghf_gof_law_check(&p->law, p->file, o.B, p->err, sizeof p->err))) return st;
     if ((st = step_sigma(p, "%s:/fits/%s: the fit's Sigma is not positive definite%.0s"))) return st;
     o.model = p->file;
     if ((st = step_files(p, ghf_gof_plan(&o, p->file, p->ranks)))) return st;

@@ -62,10 +62,10 @@ ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks);
  * counts; an uneven sort can still refuse a little below, at run time), or
  * when n passes GHF_GOF_MAX_N = 2^35 (src/law/gof.h: the exact sums). */
 int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen);
-/* gof checks single laws only: 0, or 2 with gof's message for a mixture
- * (docs/user-guide.md "Mixtures": its radial statistic has no single mu
- * and Sigma). */
-int ghf_gof_law_check(const ghf_fit_law *law, const char *file, char *err, size_t errlen);
+/* gof of a mixture checks its margins (through the mixture cdf; no radial
+ * statistic) and has no bootstrap (its replicates refit one law): 0, or 2
+ * with gof's message for a mixture with bootstrap > 0. */
+int ghf_gof_law_check(const ghf_fit_law *law, const char *file, int bootstrap, char *err, size_t errlen);
 /* n finite rows: 0, or 2 with gof's message when fewer than 2. */
 int ghf_gof_min_rows(const ghf_gof_opts *o, int64_t n, char *err, size_t errlen);
 

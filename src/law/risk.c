@@ -6,8 +6,6 @@
 #include <stdlib.h>
 
 #include <gsl/gsl_cdf.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_roots.h>
 
 #include "uni1d.h"
 
@@ -89,71 +87,18 @@ int ghf_risk_portfolios(const ghf_risk_law *lw, int K, const double *alpha, size
  * Mixtures: the loss of a portfolio is a mixture of K univariate laws.
  * ---------------------------------------------------------------------- */
 
-typedef struct mix_loss {
-    int K;
-    const double *prop;
-    ghf_uni_law *L; /* [K] */
-    double target;  /* 1 - alpha */
-    int st;         /* the worst status of the sf evaluations */
-} mix_loss;
-
 static int worse(int a, int b) { return ghf_risk_severity(a) >= ghf_risk_severity(b) ? a : b; }
 
-/* P(L > x) - (1 - alpha) of the mixture */
-static double mix_sf_gap(double x, void *par)
-{
-    mix_loss *ml = par;
-    double s = 0.0;
-    for (int k = 0; k < ml->K; k++) {
-        double v = NAN;
-        const int st = ghf_uni_sf(&ml->L[k], x, &v);
-        if (st) ml->st = worse(ml->st, st);
-        s += ml->prop[k] * v;
-    }
-    return s - ml->target;
-}
-
-/* VaR and ES of one mixture loss at alpha: VaR solves sum_k pi_k P_k(L > v)
- * = 1 - alpha by GSL's Brent inside [min_k VaR_k, max_k VaR_k] (F is a
- * convex combination of the F_k: it is at most alpha at the smallest and at
- * least alpha at the largest component quantile; equal components give
- * their VaR); ES = sum_k pi_k E_k[L 1{L >= v}] / (1 - alpha) = v + sum_k pi_k
- * E_k[(L - v)^+] / (1 - alpha). */
+/* VaR and ES of one mixture loss at alpha: VaR the alpha-quantile of the
+ * mixture (uni1d.h ghf_uni_mixture_quantile: Brent on its survival function
+ * between the smallest and the largest component VaR), ES = sum_k pi_k
+ * E_k[L 1{L >= v}] / (1 - alpha) = v + sum_k pi_k E_k[(L - v)^+] / (1 - alpha). */
 static int mix_var_es(ghf_uni_law *L, const double *prop, int K, double alpha, double *var, double *es)
 {
-    double lo = INFINITY, hi = -INFINITY;
-    int st = GHF_UNI_OK;
-    for (int k = 0; k < K; k++) {
-        double q = NAN;
-        st = worse(st, ghf_uni_quantile(&L[k], alpha, &q));
-        if (q < lo) lo = q;
-        if (q > hi) hi = q;
-    }
+    double v = NAN;
+    int st = ghf_uni_mixture_quantile(L, prop, K, alpha, &v);
     *var = *es = NAN;
-    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi)) return GHF_UNI_EDOM;
-    double v = lo;
-    mix_loss ml = {K, prop, L, 1.0 - alpha, GHF_UNI_OK};
-    if (hi > lo) {
-        const double flo = mix_sf_gap(lo, &ml), fhi = mix_sf_gap(hi, &ml);
-        if (flo <= 0.0) v = lo;
-        else if (fhi >= 0.0) v = hi;
-        else {
-            gsl_function F = {mix_sf_gap, &ml};
-            gsl_root_fsolver *s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-            if (!s) return GHF_UNI_EACC;
-            gsl_root_fsolver_set(s, &F, lo, hi);
-            int rc = GSL_CONTINUE;
-            for (int it = 0; it < 200 && rc == GSL_CONTINUE; it++) {
-                if (gsl_root_fsolver_iterate(s) != GSL_SUCCESS) break;
-                const double a = gsl_root_fsolver_x_lower(s), b = gsl_root_fsolver_x_upper(s);
-                rc = gsl_root_test_interval(a, b, 0.0, 1e-14);
-            }
-            v = gsl_root_fsolver_root(s);
-            if (rc != GSL_SUCCESS) st = worse(st, GHF_UNI_EACC);
-            gsl_root_fsolver_free(s);
-        }
-    }
-    st = worse(st, ml.st);
+    if (st == GHF_UNI_EDOM) return st;
     double me = 0.0;
     for (int k = 0; k < K; k++) {
         double e = NAN;
