@@ -49,7 +49,8 @@ static void gof_usage(FILE *f)
             "  --tol T, --max-iter M      the refits' EM tolerance and iteration cap (default 1e-10, 5000)\n"
             "  --quiet                    no summary line, no progress\n"
             "ks_p, ad_p, cvm_p are asymptotic and treat the fitted parameters as known; the *_p_boot\n"
-            "p-values of --bootstrap account for the fit.\n"
+            "p-values of --bootstrap account for the fit.  Under a mixture fit the margins are checked\n"
+            "through their mixture cdf; /radial/ is NaN (no single mu and Sigma); no --bootstrap.\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
