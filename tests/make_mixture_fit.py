@@ -54,6 +54,8 @@ def component(k, d, family):
     A = np.eye(d) * (1.0 + 0.3 * k) + 0.25 * (0.5 ** np.abs(np.subtract.outer(range(d), range(d))))
     S = A @ A.T
     S /= np.linalg.det(S) ** (1.0 / d)
+    if family == "gauss":  # no subordinator: gamma = 0, p, a, b NaN, Sigma the covariance
+        return mu, np.zeros(d), S, np.nan, np.nan, np.nan
     p, a, b = {"gh": (-0.5 + 0.5 * k, 1.0 + 0.5 * k, 0.8),
                "nig": (-0.5, 1.0 + 0.5 * k, 0.8 + 0.2 * k),
                "hyp": ((d + 1) / 2.0, 1.0 + 0.5 * k, 0.8)}[family]
@@ -61,6 +63,8 @@ def component(k, d, family):
 
 
 def moments(mu, gamma, S, p, a, b):
+    if np.isnan(p):
+        return mu, S
     ey = gig_moment(p, a, b, 1.0)
     vy = gig_moment(p, a, b, 2.0) - ey * ey
     return mu + gamma * ey, ey * S + vy * np.outer(gamma, gamma)
