@@ -64,6 +64,32 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
     return 0;
 }
 
+int ghf_h5_read_fit_ncomp(const char *path, const ghf_fit_summary *rows, int n, int *K, double *icl, char *err,
+                          size_t errlen)
+{
+    ghf__h5_quiet();
+    hid_t f = ghf__h5_open_ro(path);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot open the result file", path);
+        return 2;
+    }
+    const int has_fits = H5Lexists(f, "/fits", H5P_DEFAULT) > 0;
+    for (int i = 0; i < n; i++) {
+        K[i] = 1;
+        icl[i] = NAN;
+        char gname[96];
+        snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
+        hid_t g = has_fits && H5Lexists(f, gname, H5P_DEFAULT) > 0 ? H5Gopen2(f, gname, H5P_DEFAULT) : -1;
+        if (g < 0) continue;
+        int64_t v;
+        if (ghf__attr_read_i64(g, "n_components", &v) == 0 && v >= 1 && v <= 1000000) K[i] = (int)v;
+        if (ghf__attr_read_f64(g, "icl", &icl[i]) != 0) icl[i] = NAN;
+        H5Gclose(g);
+    }
+    H5Fclose(f);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------
  * One fit's law (ghf_h5_read_fit_law)
  * ------------------------------------------------------------------------- */

@@ -424,6 +424,13 @@ typedef struct ghf_fit_model_info {
 int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n, ghf_fit_model_info *info,
                            char *err, size_t errlen);
 
+/* For each of n summary rows, a mixture's K (attribute n_components; 1
+ * when absent) and ICL (attribute icl; NaN when absent) of
+ * /fits/<rows[i].name>: two attributes per fit (`ghfit summary`).  0, or 2
+ * with a message. */
+int ghf_h5_read_fit_ncomp(const char *path, const ghf_fit_summary *rows, int n, int *K, double *icl, char *err,
+                          size_t errlen);
+
 /* One fit's law as a result file holds it (`ghfit eval`, `ghfit sample`):
  * /fits/<name>/params and the attributes family, dim, status, loglik,
  * n_obs (-1 when absent).  mu [d], gamma [d], sigma [d*d] are malloc'd. */

@@ -151,17 +151,20 @@ int ghf_cmd_summary(int argc, char **argv)
             }
             n_rows[i - optind] = n;
             /* a mixture's K and ICL: attributes of its group (/summary is the same for every K) */
-            ghf_fit_model_info *info = calloc((size_t)(n > 0 ? n : 1), sizeof *info);
-            if (!info || ghf_h5_read_fit_models(argv[i], rows, n, info, err, sizeof err) != 0) {
-                if (!info) snprintf(err, sizeof err, "out of memory");
-                st = info ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME;
-                free(info);
+            int *ncomp = malloc((size_t)(n > 0 ? n : 1) * sizeof *ncomp);
+            double *icl = malloc((size_t)(n > 0 ? n : 1) * sizeof *icl);
+            if (!ncomp || !icl || ghf_h5_read_fit_ncomp(argv[i], rows, n, ncomp, icl, err, sizeof err) != 0) {
+                if (!ncomp || !icl) snprintf(err, sizeof err, "out of memory");
+                st = ncomp && icl ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME;
+                free(ncomp);
+                free(icl);
                 free(rows);
                 break;
             }
             ghf_summary_row *na = realloc(all, (size_t)(n_all + n + 1) * sizeof *all);
             if (!na) {
-                free(info);
+                free(ncomp);
+                free(icl);
                 free(rows);
                 st = GHF_EXIT_RUNTIME;
                 snprintf(err, sizeof err, "out of memory");
@@ -171,11 +174,12 @@ int ghf_cmd_summary(int argc, char **argv)
             for (int k = 0; k < n; k++) {
                 all[n_all].s = rows[k];
                 all[n_all].file = argv[i];
-                all[n_all].n_components = info[k].n_components;
-                all[n_all].icl = info[k].icl;
+                all[n_all].n_components = ncomp[k];
+                all[n_all].icl = icl[k];
                 n_all++;
             }
-            free(info);
+            free(ncomp);
+            free(icl);
             free(rows);
         }
         if (!st) ghf_summary_print(stdout, all, n_all, key);
