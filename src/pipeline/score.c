@@ -527,14 +527,15 @@ static int eval_mix_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family fa
         r->q[i] = NAN;
         cl[i] = -1;
     }
+    eval_rows c; /* each component's pass, into the same arrays (flags cleared before each) */
+    const int oom = rows_alloc(&c, n, NULL, sh->d, fam != GHF_FAMILY_GAUSS, 0) != 0;
+    if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)n);
+    st = ghf_agree(comm, oom, err, errlen);
     for (int k = 0; !st && k < K; k++) {
-        eval_rows c;
         ghf_eval_result rk;
         memset(&rk, 0, sizeof rk);
-        const int oom = rows_alloc(&c, n, NULL, sh->d, fam != GHF_FAMILY_GAUSS, 0) != 0;
-        if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)n);
-        st = ghf_agree(comm, oom, err, errlen);
-        if (!st && (st = eval_rows_compute(comm, &law->comp[k], fam, sh, &c, &rk, err, errlen)) == 2 &&
+        memset(c.flag, 0, (size_t)(n > 0 ? n : 1));
+        if ((st = eval_rows_compute(comm, &law->comp[k], fam, sh, &c, &rk, err, errlen)) == 2 &&
             err[0] == '/') {
             char e2[1200]; /* name the component */
             snprintf(e2, sizeof e2, "/fits/%s/components/%d: %.1000s", law->name, k, strchr(err, ' ') + 1);
@@ -569,8 +570,8 @@ static int eval_mix_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family fa
                 r->eu[i] += e * eu;
             }
         }
-        rows_free(&c);
     }
+    rows_free(&c);
     for (int64_t i = 0; !st && i < n; i++) {
         const double lf = r->ll[i] + log(sc[i]);
         if (r->flag[i] == 0 && fabs(lf) <= DBL_MAX) {
