@@ -93,3 +93,21 @@ def test_mixture_report(mixture_report, work, files, mixture_files, cli):
         assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, r.stderr
         assert not (work / "bad-mix.html").exists()
 
+
+
+def test_hostile_mixture_files(files, work):
+    """Proportions not summing to 1, components/ not holding K, a component
+    of the wrong dimension, a Sigma not positive definite: the file reads,
+    the fit has no law (has_law False), and asking for it raises ValueError."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    subprocess.run([sys.executable, str(REPO / "tests" / "make_mixture_fit.py"), str(files["single"]),
+                    str(work / "hostile_ok.h5"), "--bad", str(work / "hostile_")], check=True, timeout=300)
+    for case in ("sum", "count", "dim", "pd"):
+        f = ghfit.read(str(work / f"hostile_{case}.h5")).fits["gh"]
+        assert f.is_mixture and not f.has_law(), case
+        with pytest.raises(ValueError):
+            f.law.check()
