@@ -252,7 +252,9 @@ class Report:
                 out.append(table(tid, ["fit", "K", "log-likelihood", "BIC", "ICL"],
                                  [[byk[k].name, str(k), fmt(byk[k].loglik, 12), fmt(b, 10), fmt(c, 10)]
                                   for k, b, c in rows],
-                                 f"The fits of {esc(os.path.basename(r.path))} named {esc(stem)}_k<K>.", left={0}))
+                                 esc(f"The fits of {os.path.basename(r.path)} named {stem}_k<K> (a sweep over the "
+                                     "number of components K; K = 1 a single law, whose ICL is its BIC)."),
+                                 left={0}))
                 out.append(figure(plots.selection(stem, rows), f"BIC and ICL against K: {stem}"))
         return "\n".join(out)
 
@@ -441,8 +443,8 @@ class Report:
                   + ([] if gauss else ["p", "a", "b"]))
         more = f" (coordinates 1 to {k_show} of {d})" if k_show < d else ""
         out = [table(f"mix-{i}", header, rows,
-                     f"The {law.n_components} components (components/<k>/params{more}) and their proportions; "
-                     "each Sigma_k in its own |Sigma| = 1 gauge.")]
+                     esc(f"The {law.n_components} components (components/<k>/params{more}) and their "
+                         "proportions; each Sigma_k in its own |Sigma| = 1 gauge."))]
         st = f.starts
         if st.get("loglik") is not None and np.size(st["loglik"]):
             out.append(f'<p class="note">{np.size(st["loglik"])} starts; final log-likelihoods: '

@@ -79,7 +79,8 @@ def test_mixture_report(mixture_report, work, files, mixture_files, cli):
     check_self_contained(text, t)
     assert t.rows["summary"] == 4 and "ICL" in text
     assert t.rows["selection-1"] == 3  # gh_k1, gh_k2, gh_k3 of the sweep over K
-    assert "BIC and ICL against K" in text
+    assert "BIC and ICL against K" in text and "named gh_k&lt;K&gt;" in text
+    assert "components/&lt;k&gt;/params" in text
     # the component tables of the three mixtures, the clusters of the data from --scores
     mix_tables = [k for k in t.rows if k.startswith("mix-")]
     assert len(mix_tables) == 3 and all(t.rows[k] in (2, 3) for k in mix_tables)
