@@ -47,6 +47,7 @@ static void opt_usage(FILE *f)
             "                 /status, /converged, /kkt [K] (docs/output-schema.md)\n"
             "  VaR is not convex in w: it is started from the ES and sd optima and the equal-weight point\n"
             "  and the best converged run is kept; /converged and /status say how each point ended.\n"
+            "  A mixture fit (ghfit fit --components K) is refused: optimize needs a single law.\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file is left)\n");
 }
 
