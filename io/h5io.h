@@ -485,6 +485,7 @@ typedef struct ghf_risk_file {
     const double *alpha;               /* [K] */
     const double *var, *es;            /* [P][K] row-major */
     const char *note;                  /* or NULL: root attribute note */
+    int n_components;                  /* a mixture fit's K: root attribute n_components (absent for one law) */
 } ghf_risk_file;
 
 /* Rank 0 only: builds the file in memory, saves it as "<path>.tmp.<pid>",

@@ -115,6 +115,7 @@ def check(ok, what):
     if not ok: bad.append(what)
 r1, r3 = h5py.File("rk1.h5", "r"), h5py.File("rk3.h5", "r")
 check(np.array_equal(r1["var"][...], r3["var"][...]) and np.array_equal(r1["es"][...], r3["es"][...]), "risk: 1 and 3 ranks")
+check(r1.attrs["n_components"] == 3 and "n_components" not in h5py.File("rid0.h5", "r").attrs, "risk: n_components")
 x = h5py.File("big.h5", "r")["X"][...]
 W = h5py.File("w.h5", "r")["W"][...]
 L = -(x @ W.T)

@@ -394,7 +394,7 @@ static int risk_run(const ghf_risk_opts *o, const ghf_risk_model *md, int rank, 
         const ghf_out_meta meta = {.version = GHFIT_VERSION, .git_commit = GHFIT_GIT_COMMIT,
                                    .command_line = ghf_command_line(), .n_ranks = size};
         const ghf_risk_file rf = {&meta, o->model, o->fit, md->family, o->wfile, o->wdset, md->P, md->d, K,
-                                  o->alpha, allv, alle, note[0] ? note : NULL};
+                                  o->alpha, allv, alle, note[0] ? note : NULL, md->n_components};
         st = ghf_h5_write_risk(o->out, &rf, err, errlen);
     }
     ghf_bcast_status(MPI_COMM_WORLD, &st, err, errlen); /* rank 0's write */
