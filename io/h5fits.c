@@ -36,6 +36,8 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         m->p_fixed = NAN;
         m->loglik_unweighted = NAN;
         m->factors = -1;
+        m->n_components = 1;
+        m->icl = NAN;
         char gname[96];
         snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
         hid_t g = H5Lexists(f, "/fits", H5P_DEFAULT) > 0 && H5Lexists(f, gname, H5P_DEFAULT) > 0
@@ -48,12 +50,40 @@ int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n,
         if (ghf__attr_read_f64(g, "loglik_unweighted", &m->loglik_unweighted) != 0) m->loglik_unweighted = NAN;
         if (ghf__attr_read_i64(g, "n_dropped", &v) == 0) m->n_dropped = v;
         if (ghf__attr_read_i64(g, "factors", &v) == 0 && v >= 0 && v <= 100000) m->factors = (int)v;
+        if (ghf__attr_read_i64(g, "n_components", &v) == 0 && v >= 1 && v <= 1000000) m->n_components = (int)v;
+        if (ghf__attr_read_f64(g, "icl", &m->icl) != 0) m->icl = NAN;
         m->has_data = attr_str(g, "data_file", m->data_file, sizeof m->data_file) == 0;
         if (m->has_data) {
             if (attr_str(g, "dataset", m->dataset, sizeof m->dataset) != 0) snprintf(m->dataset, sizeof m->dataset, "/X");
             if (ghf__attr_read_i64(g, "row_start", &m->row_start) != 0) m->row_start = 0;
             if (ghf__attr_read_i64(g, "row_count", &m->row_count) != 0) m->row_count = -1;
         }
+        H5Gclose(g);
+    }
+    H5Fclose(f);
+    return 0;
+}
+
+int ghf_h5_read_fit_ncomp(const char *path, const ghf_fit_summary *rows, int n, int *K, double *icl, char *err,
+                          size_t errlen)
+{
+    ghf__h5_quiet();
+    hid_t f = ghf__h5_open_ro(path);
+    if (f < 0) {
+        ghf__seterr(err, errlen, "%s: cannot open the result file", path);
+        return 2;
+    }
+    const int has_fits = H5Lexists(f, "/fits", H5P_DEFAULT) > 0;
+    for (int i = 0; i < n; i++) {
+        K[i] = 1;
+        icl[i] = NAN;
+        char gname[96];
+        snprintf(gname, sizeof gname, "/fits/%s", rows[i].name);
+        hid_t g = has_fits && H5Lexists(f, gname, H5P_DEFAULT) > 0 ? H5Gopen2(f, gname, H5P_DEFAULT) : -1;
+        if (g < 0) continue;
+        int64_t v;
+        if (ghf__attr_read_i64(g, "n_components", &v) == 0 && v >= 1 && v <= 1000000) K[i] = (int)v;
+        if (ghf__attr_read_f64(g, "icl", &icl[i]) != 0) icl[i] = NAN;
         H5Gclose(g);
     }
     H5Fclose(f);
@@ -125,6 +155,108 @@ static int read_sigma(hid_t g, int64_t d, int dense, ghf_fit_law *law)
     return rc;
 }
 
+/* The largest K a mixture may declare (its components are read one by one). */
+#define GHF_MIX_MAX_K 4096
+
+/* components/<k>/params of a mixture fit g (n_components K) into law->prop
+ * and law->comp, checked against the schema.  0, or 1/2 with a message
+ * naming the file, the fit and the dataset. */
+static int read_mixture(hid_t g, const char *path, int64_t K, ghf_fit_law *law, char *err, size_t errlen)
+{
+    const char *name = law->name;
+    const int64_t d = law->d;
+    law->p = law->a = law->b = NAN;
+    if (K < 2 || K > GHF_MIX_MAX_K) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: attribute n_components = %lld is not a number of components "
+                    "(1 to %d)", path, name, (long long)K, GHF_MIX_MAX_K);
+        return 2;
+    }
+    law->prop = calloc((size_t)K, sizeof(double));
+    law->comp = calloc((size_t)K, sizeof(ghf_fit_law));
+    if (!law->prop || !law->comp) {
+        ghf__seterr(err, errlen, "%s:/fits/%s: out of memory for %lld components", path, name, (long long)K);
+        return 1;
+    }
+    law->n_components = (int)K;
+    if (read_f64(g, "proportions", K, law->prop)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s/proportions: missing or not of n_components = %lld values", path, name,
+                    (long long)K);
+        return 2;
+    }
+    double sum = 0.0;
+    for (int64_t k = 0; k < K; k++) {
+        if (!(isfinite(law->prop[k]) && law->prop[k] > 0.0 && law->prop[k] <= 1.0)) {
+            ghf__seterr(err, errlen, "%s:/fits/%s/proportions: value %lld is %g (a proportion in (0, 1])", path, name,
+                        (long long)k, law->prop[k]);
+            return 2;
+        }
+        sum += law->prop[k];
+    }
+    if (!(fabs(sum - 1.0) <= 1e-8)) {
+        ghf__seterr(err, errlen, "%s:/fits/%s/proportions: the %lld proportions sum to %.12g, not 1", path, name,
+                    (long long)K, sum);
+        return 2;
+    }
+    hsize_t nlinks = 0;
+    hid_t cg = H5Lexists(g, "components", H5P_DEFAULT) > 0 ? H5Gopen2(g, "components", H5P_DEFAULT) : -1;
+    H5G_info_t gi;
+    if (cg >= 0 && H5Gget_info(cg, &gi) >= 0) nlinks = gi.nlinks;
+    if (cg >= 0) H5Gclose(cg);
+    if (cg < 0 || (int64_t)nlinks != K) {
+        if (cg < 0)
+            ghf__seterr(err, errlen, "%s:/fits/%s/components: missing, but n_components = %lld", path, name,
+                        (long long)K);
+        else
+            ghf__seterr(err, errlen, "%s:/fits/%s/components: holds %llu components, but n_components = %lld", path,
+                        name, (unsigned long long)nlinks, (long long)K);
+        return 2;
+    }
+    for (int64_t k = 0; k < K; k++) {
+        ghf_fit_law *c = &law->comp[k];
+        snprintf(c->name, sizeof c->name, "%s", law->name);
+        snprintf(c->family, sizeof c->family, "%s", law->family);
+        snprintf(c->status, sizeof c->status, "%s", law->status);
+        c->d = law->d;
+        c->n_components = 1;
+        c->factors = -1;
+        c->loglik = NAN;
+        c->n_obs = -1;
+        c->p_fixed = law->p_fixed;
+        c->symmetric = law->symmetric;
+        c->mu = calloc((size_t)d, sizeof(double));
+        c->gamma = calloc((size_t)d, sizeof(double));
+        c->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
+        if (!c->mu || !c->gamma || !c->sigma) {
+            ghf__seterr(err, errlen, "%s:/fits/%s: out of memory for d = %d", path, name, (int)d);
+            return 1;
+        }
+        char grp[48];
+        snprintf(grp, sizeof grp, "components/%lld/params", (long long)k);
+        hid_t pg = H5Lexists(g, "components", H5P_DEFAULT) > 0 && H5Lexists(g, grp, H5P_DEFAULT) > 0
+                       ? H5Gopen2(g, grp, H5P_DEFAULT)
+                       : -1;
+        if (pg < 0) {
+            ghf__seterr(err, errlen, "%s:/fits/%s/%s: missing (components are named 0 to %lld)", path, name, grp,
+                        (long long)K - 1);
+            return 2;
+        }
+        const char *bad = read_f64(pg, "mu", d, c->mu)             ? "mu"
+                          : read_f64(pg, "gamma", d, c->gamma)     ? "gamma"
+                          : read_f64(pg, "sigma", d * d, c->sigma) ? "sigma"
+                          : read_f64(pg, "p", 1, &c->p)            ? "p"
+                          : read_f64(pg, "a", 1, &c->a)            ? "a"
+                          : read_f64(pg, "b", 1, &c->b)            ? "b"
+                                                                   : NULL;
+        H5Gclose(pg);
+        if (bad) {
+            ghf__seterr(err, errlen, "%s:/fits/%s/%s/%s: missing or not of the fit's dimension %d", path, name, grp,
+                        bad, (int)d);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* The group /fits/<name> and its parameters into law (the fit named, or the
  * only one).  0, or 2 with a message. */
 static int read_law(hid_t f, const char *path, const char *name, int dense, ghf_fit_law *law, char *err, size_t errlen)
@@ -158,6 +290,7 @@ static int read_law(hid_t f, const char *path, const char *name, int dense, ghf_
     hid_t g = H5Gopen2(fits, name, H5P_DEFAULT);
     H5Gclose(fits);
     int64_t d = 0;
+    int st = 0;
     if (g < 0 || attr_str(g, "family", law->family, sizeof law->family) != 0 || ghf__attr_read_i64(g, "dim", &d) != 0 ||
         d < 1 || d > GHF_D_MAX) {
         if (g >= 0) H5Gclose(g);
@@ -172,9 +305,17 @@ static int read_law(hid_t f, const char *path, const char *name, int dense, ghf_
     law->symmetric = ghf__attr_read_i64(g, "symmetric", &sym) == 0 && sym != 0;
     if (ghf__attr_read_f64(g, "p_fixed", &law->p_fixed) != 0) law->p_fixed = NAN;
     law->d = (int)d;
+    law->n_components = 1;
+    int64_t K = 1;
+    if (ghf__attr_read_i64(g, "n_components", &K) == 0 && K != 1) {
+        st = read_mixture(g, path, K, law, err, errlen);
+        H5Gclose(g);
+        if (st) ghf_fit_law_free(law);
+        return st;
+    }
     law->mu = calloc((size_t)d, sizeof(double));
     law->gamma = calloc((size_t)d, sizeof(double));
-    int st = 0, rs = 0;
+    int rs = 0;
     const char *bad = NULL;
     if (!law->mu || !law->gamma) {
         ghf__seterr(err, errlen, "%s:/fits/%s: out of memory for d = %d", path, name, (int)d);
@@ -198,7 +339,9 @@ static int read_law(hid_t f, const char *path, const char *name, int dense, ghf_
     return st;
 }
 
-static int read_fit_law(const char *path, const char *name, int dense, ghf_fit_law *law, char *err, size_t errlen)
+/* The file's fit `name` (NULL: its only fit), a single law or a mixture;
+ * dense 0: a factor-form fit gets B and D only. */
+static int read_any(const char *path, const char *name, int dense, ghf_fit_law *law, char *err, size_t errlen)
 {
     memset(law, 0, sizeof *law);
     ghf__h5_quiet();
@@ -218,14 +361,29 @@ static int read_fit_law(const char *path, const char *name, int dense, ghf_fit_l
     return st;
 }
 
+static int read_fit_law(const char *path, const char *name, int dense, ghf_fit_law *law, char *err, size_t errlen)
+{
+    const int st = read_any(path, name, dense, law, err, errlen);
+    if (st || law->n_components < 2) return st;
+    ghf__seterr(err, errlen, "%s:/fits/%s is a %d-component mixture; this command needs a single law", path,
+                law->name, law->n_components);
+    ghf_fit_law_free(law);
+    return 2;
+}
+
+int ghf_h5_read_fit_any(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+{
+    return read_any(path, name, 1, law, err, errlen);
+}
+
+int ghf_h5_read_fit_any_bd(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
+{
+    return read_any(path, name, 0, law, err, errlen);
+}
+
 int ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
 {
     return read_fit_law(path, name, 1, law, err, errlen);
-}
-
-int ghf_h5_read_fit_law_bd(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen)
-{
-    return read_fit_law(path, name, 0, law, err, errlen);
 }
 
 void ghf_fit_law_free(ghf_fit_law *law)
@@ -236,4 +394,9 @@ void ghf_fit_law_free(ghf_fit_law *law)
     free(law->sigma);
     free(law->B); /* D lies in the same block */
     law->mu = law->gamma = law->sigma = law->B = law->D = NULL;
+    for (int k = 0; law->comp && k < law->n_components; k++) ghf_fit_law_free(&law->comp[k]);
+    free(law->comp);
+    free(law->prop);
+    law->comp = NULL;
+    law->prop = NULL;
 }

@@ -51,11 +51,12 @@ typedef struct gen_ds {
     int64_t offset; /* in the file, once allocated */
     int64_t block;  /* vectors of doubles: 0, or the sub-block layout of ghf_h5_column */
     int stride, col;
+    int int32;      /* es 4: int32 values (x holds int32_t), not float32 converted from doubles */
 } gen_ds;
 
-static hid_t gen_type(int es)
+static hid_t gen_type(const gen_ds *g)
 {
-    return es == 4 ? H5T_NATIVE_FLOAT : es == 1 ? H5T_NATIVE_UINT8 : H5T_NATIVE_DOUBLE;
+    return g->int32 ? H5T_NATIVE_INT32 : g->es == 4 ? H5T_NATIVE_FLOAT : g->es == 1 ? H5T_NATIVE_UINT8 : H5T_NATIVE_DOUBLE;
 }
 
 static int gen_cols(const gen_ds *g) { return g->d > 0 ? g->d : 1; }
@@ -81,7 +82,7 @@ static int skeleton_ds(hid_t f, const char *path, const gen_ds *g, char *err, si
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
     H5Pset_obj_track_times(dcpl, 0);
-    hid_t ds = H5Dcreate2(f, g->name, gen_type(g->es), fspace, lcpl, dcpl, H5P_DEFAULT);
+    hid_t ds = H5Dcreate2(f, g->name, gen_type(g), fspace, lcpl, dcpl, H5P_DEFAULT);
     H5Pclose(lcpl);
     H5Pclose(dcpl);
     H5Sclose(fspace);
@@ -186,11 +187,11 @@ static int reserve_and_allocate(const char *tmp, const char *what, gen_ds *gs, i
         bad = k;
         if (rc) break;
         /* one element written allocates the contiguous storage (no fill) */
-        double zero = 0.0;
+        double zero = 0.0; /* 8 zero bytes: any element type */
         hsize_t one[2] = {1, 1}, at[2] = {0, 0};
         hid_t ms = H5Screate_simple(gs[k].d > 0 ? 2 : 1, one, NULL), fs = H5Dget_space(ds);
         H5Sselect_hyperslab(fs, H5S_SELECT_SET, at, NULL, one, NULL);
-        rc = H5Dwrite(ds, gen_type(gs[k].es), ms, fs, H5P_DEFAULT, &zero) < 0;
+        rc = H5Dwrite(ds, gen_type(&gs[k]), ms, fs, H5P_DEFAULT, &zero) < 0;
         H5Sclose(ms);
         H5Sclose(fs);
         const haddr_t a = rc ? HADDR_UNDEF : H5Dget_offset(ds);
@@ -229,11 +230,12 @@ static int write_rows(MPI_File fh, MPI_Comm comm, const gen_ds *g, int64_t row0,
     if (piece_rows > (int64_t)(INT32_MAX / d)) piece_rows = INT32_MAX / d;
     int64_t my_pieces = (nrows + piece_rows - 1) / piece_rows, n_pieces = 0;
     MPI_Allreduce(&my_pieces, &n_pieces, 1, MPI_INT64_T, MPI_MAX, comm);
-    const MPI_Datatype mt = es == 4 ? MPI_FLOAT : es == 1 ? MPI_UNSIGNED_CHAR : MPI_DOUBLE;
-    const int src_es = es == 1 ? 1 : 8; /* float32 is converted from doubles */
+    const int cvt = es == 4 && !g->int32; /* float32 is converted from doubles */
+    const MPI_Datatype mt = g->int32 ? MPI_INT32_T : es == 4 ? MPI_FLOAT : es == 1 ? MPI_UNSIGNED_CHAR : MPI_DOUBLE;
+    const int src_es = es == 1 ? 1 : g->int32 ? 4 : 8;
     float *fbuf = NULL;
     int bad = 0;
-    if ((es == 4 || g->block > 0) && nrows > 0) {
+    if ((cvt || g->block > 0) && nrows > 0) {
         fbuf = (float *)malloc((size_t)(nrows < piece_rows ? nrows : piece_rows) * (size_t)d *
                                (es == 4 ? sizeof(float) : sizeof(double)));
         bad = !fbuf;
@@ -242,7 +244,7 @@ static int write_rows(MPI_File fh, MPI_Comm comm, const gen_ds *g, int64_t row0,
         const int64_t lr0 = p * piece_rows;
         const int64_t cnt = bad || lr0 >= nrows ? 0 : (nrows - lr0 < piece_rows ? nrows - lr0 : piece_rows);
         const void *buf = g->x ? (const void *)((const char *)g->x + lr0 * d * src_es) : (const void *)&bad;
-        if (cnt > 0 && es == 4) {
+        if (cnt > 0 && cvt) {
             const double *src = (const double *)g->x + lr0 * d;
             const int64_t m = cnt * d;
 #pragma omp parallel for schedule(static)
@@ -390,7 +392,7 @@ int ghf_h5_write_matrix(MPI_Comm comm, const char *path, const char *dataset, in
     for (int i = 0; i < n_attrs; i++) has_desc |= strcmp(attr_keys[i], "description") == 0;
     char what[4200];
     snprintf(what, sizeof what, "%s:%s", pn, dn);
-    gen_ds g[1] = {{dn, n, d, es, x, n_attrs, attr_keys, attr_vals, 0, 0, 0, 0}};
+    gen_ds g[1] = {{dn, n, d, es, x, n_attrs, attr_keys, attr_vals, 0, 0, 0, 0, 0}};
     if (!has_desc && n_attrs == 0) {
         g[0].n_attrs = 1;
         g[0].keys = dkey;
@@ -443,7 +445,8 @@ int ghf_h5_write_columns(MPI_Comm comm, const char *path, const char *signature,
         st = 2;
     } else {
         for (int k = 0; k < n_cols; k++)
-            if (!cols[k].name || (nrows > 0 && !cols[k].data) ||
+            if (!cols[k].name || (nrows > 0 && !cols[k].data) || cols[k].width < 0 ||
+                ((cols[k].width > 0 || cols[k].int32) && (cols[k].block != 0 || cols[k].uint8)) ||
                 (cols[k].block != 0 && (cols[k].block < 0 || cols[k].col < 0 || cols[k].col >= cols[k].stride))) {
                 ghf__seterr(err, errlen, "%s: column %d has no name or no data on rank %d", pn, k, rank);
                 st = 2;
@@ -465,8 +468,9 @@ int ghf_h5_write_columns(MPI_Comm comm, const char *path, const char *signature,
     for (int k = 0; k < n_cols; k++) {
         dkey[k] = "description";
         dval[k] = cols[k].description ? cols[k].description : "";
-        g[k] = (gen_ds){cols[k].name, n, 0, cols[k].uint8 ? 1 : 8, cols[k].data, cols[k].description ? 1 : 0,
-                        &dkey[k], &dval[k], 0, cols[k].uint8 ? 0 : cols[k].block, cols[k].stride, cols[k].col};
+        g[k] = (gen_ds){cols[k].name, n, cols[k].width, cols[k].uint8 ? 1 : cols[k].int32 ? 4 : 8, cols[k].data,
+                        cols[k].description ? 1 : 0, &dkey[k], &dval[k], 0, cols[k].uint8 ? 0 : cols[k].block,
+                        cols[k].stride, cols[k].col, cols[k].int32 != 0};
     }
     return gen_write(comm, rank, path, pn, g, n_cols, signature, n_root, root, row0, nrows, err, errlen);
 }

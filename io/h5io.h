@@ -255,6 +255,9 @@ typedef struct ghf_h5_column {
      * for the last), has its values at data + b block stride + col nb */
     int64_t block;
     int stride, col;
+    /* width > 0: an [n][width] matrix of doubles (row-major, block 0); int32:
+     * an [n] vector of int32_t (data: int32_t) */
+    int width, int32;
 } ghf_h5_column;
 
 /* `ghfit eval`: n_cols (at most 16) vectors of n rows, each rank passing its
@@ -425,12 +428,21 @@ typedef struct ghf_fit_model_info {
     int64_t row_start, row_count, n_dropped;
     double loglik_unweighted; /* attribute loglik_unweighted of a weighted fit, NaN when absent */
     int factors; /* the dispersion's form: -1 full (no attribute factors), 0 diag, R factors */
+    int n_components; /* attribute n_components of a mixture (1: a single law, absent) */
+    double icl;       /* attribute icl of a mixture (NaN when absent) */
 } ghf_fit_model_info;
 
 /* Reads the attributes of /fits/<rows[i].name> for each of n summary rows
  * into info[i] (serial, any process).  0, or 2 with a message. */
 int ghf_h5_read_fit_models(const char *path, const ghf_fit_summary *rows, int n, ghf_fit_model_info *info,
                            char *err, size_t errlen);
+
+/* For each of n summary rows, a mixture's K (attribute n_components; 1
+ * when absent) and ICL (attribute icl; NaN when absent) of
+ * /fits/<rows[i].name>: two attributes per fit (`ghfit summary`).  0, or 2
+ * with a message. */
+int ghf_h5_read_fit_ncomp(const char *path, const ghf_fit_summary *rows, int n, int *K, double *icl, char *err,
+                          size_t errlen);
 
 /* One fit's law as a result file holds it (`ghfit eval`, `ghfit sample`):
  * /fits/<name>/params and the attributes family, dim, status, loglik,
@@ -447,6 +459,15 @@ typedef struct ghf_fit_law {
     int factors;     /* attribute factors of a factor-form fit (0: diag), -1: full (absent); sigma is
                         params/sigma, or B B' + diag(D) formed from params/B, params/D when not stored */
     double *B, *D;   /* the factor form: B [d*factors] (malloc'd, D in the same block), D [d]; NULL: full */
+    /* A mixture (attribute n_components K >= 2; docs/output-schema.md
+     * "Mixtures"): prop [K] (finite, positive, summing to 1 within 1e-8) and
+     * comp [K], component k read from components/<k>/params (full form;
+     * name, family, status and d those of the fit); mu, gamma and sigma are
+     * then NULL and p, a, b NaN.  A single law: n_components 1, prop and
+     * comp NULL. */
+    int n_components;
+    double *prop;
+    struct ghf_fit_law *comp;
 } ghf_fit_law;
 
 /* Serial, any process.  name NULL or "": the file must hold exactly one fit.
@@ -456,9 +477,15 @@ typedef struct ghf_fit_law {
  * fit's parameters are missing or of another size than its dimension;
  * 1: out of memory.  On failure nothing is left to free. */
 int  ghf_h5_read_fit_law(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
-/* The same, but a factor-form fit gets B and D only (sigma NULL: no d x d
- * matrix read or formed; for `risk` and `optimize`, which use B and D). */
-int  ghf_h5_read_fit_law_bd(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
+/* The same for the readers that take a mixture too (eval, sample, risk, gof,
+ * check): a mixture's proportions and components, checked as the schema
+ * says (K against components/, the proportions' sum, each component's
+ * datasets of the fit's dimension) with one message naming the file, the
+ * fit and the dataset.  ghf_h5_read_fit_law refuses a mixture (2: "... is a
+ * K-component mixture; this command needs a single law"). */
+int  ghf_h5_read_fit_any(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
+/* ghf_h5_read_fit_any with a factor-form fit's B and D only (risk). */
+int  ghf_h5_read_fit_any_bd(const char *path, const char *name, ghf_fit_law *law, char *err, size_t errlen);
 void ghf_fit_law_free(ghf_fit_law *law);
 
 /* ---------------------------------------------------------------------------
@@ -473,6 +500,7 @@ typedef struct ghf_risk_file {
     const double *alpha;               /* [K] */
     const double *var, *es;            /* [P][K] row-major */
     const char *note;                  /* or NULL: root attribute note */
+    int n_components;                  /* a mixture fit's K: root attribute n_components (absent for one law) */
 } ghf_risk_file;
 
 /* Rank 0 only: builds the file in memory, saves it as "<path>.tmp.<pid>",

@@ -16,13 +16,17 @@ int ghf_h5_write_risk(const char *path, const ghf_risk_file *r, char *err, size_
         {"dim", GHF_H5_ATTR_I64, NULL, 0, r->d},
         {"loss", GHF_H5_ATTR_STR, "L = -w'X (VaR_alpha: the alpha-quantile of L; ES_alpha = E[L | L >= VaR_alpha])",
          0, 0},
-        {"note", GHF_H5_ATTR_STR, r->note, 0, 0}};
-    const int n_at = r->note ? 9 : 8;
+        {"note", GHF_H5_ATTR_STR, r->note, 0, 0},
+        {"n_components", GHF_H5_ATTR_I64, NULL, 0, r->n_components}};
+    ghf_h5_attr a2[10];
+    int n_at = 0;
+    for (int i = 0; i < 10; i++)
+        if ((i != 8 || r->note) && (i != 9 || r->n_components >= 2)) a2[n_at++] = at[i];
     const ghf_h5_array arr[] = {
         {"alpha", 1, {r->n_alpha, 0, 0}, r->alpha, "confidence levels alpha [K]"},
         {"var", 2, {r->n_portfolios, r->n_alpha, 0}, r->var,
          "Value-at-Risk [P][K]: the alpha-quantile of the loss L = -w'X of each portfolio w"},
         {"es", 2, {r->n_portfolios, r->n_alpha, 0}, r->es,
          "Expected Shortfall [P][K]: E[L | L >= VaR_alpha] (+inf where the tail has no mean)"}};
-    return ghf_h5_write_arrays(path, r->meta, "risk", n_at, at, 3, arr, err, errlen);
+    return ghf_h5_write_arrays(path, r->meta, "risk", n_at, a2, 3, arr, err, errlen);
 }

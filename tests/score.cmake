@@ -13,3 +13,9 @@ set_tests_properties(sample_refit PROPERTIES LABELS "mpi;score" TIMEOUT 900 PROC
 # backtest (Kupiec) and eval: next / FILE, 1 and 2 ranks, bad keys
 add_test(NAME jobpost COMMAND bash ${CMAKE_SOURCE_DIR}/tests/jobpost.sh $<TARGET_FILE:ghfit> ${CMAKE_BINARY_DIR}/work/jobpost)
 set_tests_properties(jobpost PROPERTIES LABELS "mpi;batch;score" TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${GHF_MPI_ENV}")
+# the commands that read a mixture fit (issue 23): eval, sample, risk,
+# summary, refusals, check, on files of tests/make_mixture_fit.py
+add_test(NAME mixture_readers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/mixture_readers.sh $<TARGET_FILE:ghfit>
+         ${CMAKE_BINARY_DIR}/work/mixture_readers)
+set_tests_properties(mixture_readers PROPERTIES LABELS "mpi;score" TIMEOUT 300 PROCESSORS 2
+  ENVIRONMENT "${GHF_MPI_ENV}")

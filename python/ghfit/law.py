@@ -355,3 +355,115 @@ def law_from_params(params: dict, family: str = "gh") -> Law:
     """A Law from a result file's params/ datasets (mu, gamma, sigma or B and D, p, a, b)."""
     return Law(params["mu"], params.get("gamma", 0.0 * np.asarray(params["mu"])), params_sigma(params),
                params.get("p", math.nan), params.get("a", math.nan), params.get("b", math.nan), family)
+
+
+@dataclass
+class MixtureLaw:
+    """A K-component mixture of laws of one family (``ghfit fit --components
+    K``; docs/output-schema.md "Mixtures"): f(x) = sum_k prop[k] f_k(x), each
+    component a `Law` with its own parameters."""
+
+    prop: np.ndarray
+    components: list
+
+    def __post_init__(self):
+        self.prop = np.atleast_1d(np.asarray(self.prop, dtype=float))
+        self.components = list(self.components)
+        if self.prop.size != len(self.components) or not self.components:
+            raise ValueError(f"{self.prop.size} proportions for {len(self.components)} components")
+
+    @property
+    def n_components(self) -> int:
+        return len(self.components)
+
+    @property
+    def dim(self) -> int:
+        return self.components[0].dim
+
+    @property
+    def family(self) -> str:
+        return self.components[0].family
+
+    @property
+    def is_gauss(self) -> bool:
+        return self.family == "gauss"
+
+    def check(self):
+        """Raise ValueError when the proportions or a component do not define a law."""
+        if not (np.all(np.isfinite(self.prop)) and np.all(self.prop > 0) and abs(self.prop.sum() - 1.0) <= 1e-8):
+            raise ValueError(f"proportions {self.prop} are not positive or do not sum to 1")
+        for k, c in enumerate(self.components):
+            if c.dim != self.dim:
+                raise ValueError(f"component {k} has dimension {c.dim}, not {self.dim}")
+            try:
+                c.check()
+                c.chol
+            except (ValueError, np.linalg.LinAlgError) as e:
+                raise ValueError(f"component {k}: {e}") from None
+
+    def margin(self, idx) -> "MixtureLaw":
+        """The law of X[idx]: the mixture of the components' margins."""
+        return MixtureLaw(self.prop, [c.margin(idx) for c in self.components])
+
+    def _terms(self, x):
+        """log pi_k + log f_k(x) as [n, K]."""
+        x = np.atleast_2d(np.asarray(x, dtype=float))
+        self.check()
+        with np.errstate(divide="ignore"):
+            lp = np.log(self.prop)
+        return np.stack([lp[k] + c.logpdf(x) for k, c in enumerate(self.components)], axis=1)
+
+    def logpdf(self, x) -> np.ndarray:
+        """log f(x) by log-sum-exp over the components ([n, d] rows, or one point)."""
+        one = np.asarray(x).ndim == 1
+        t = self._terms(x)
+        from scipy.special import logsumexp
+
+        out = logsumexp(t, axis=1)
+        return out[0] if one else out
+
+    def pdf(self, x) -> np.ndarray:
+        return np.exp(self.logpdf(x))
+
+    def responsibility(self, x) -> np.ndarray:
+        """tau_ik = pi_k f_k(x_i) / f(x_i), [n, K] (NaN rows where f is not finite)."""
+        t = self._terms(x)
+        from scipy.special import logsumexp
+
+        lf = logsumexp(t, axis=1)
+        with np.errstate(invalid="ignore"):
+            tau = np.exp(t - lf[:, None])
+        tau[~np.isfinite(lf)] = np.nan
+        return tau
+
+    def cluster(self, x) -> np.ndarray:
+        """The MAP component argmax_k tau_ik (int, -1 where f is not finite), as `ghfit eval`'s /cluster."""
+        tau = self.responsibility(x)
+        ok = np.all(np.isfinite(tau), axis=1)
+        out = np.full(tau.shape[0], -1, dtype=np.int32)
+        out[ok] = np.argmax(tau[ok], axis=1)
+        return out
+
+    def moments(self):
+        """(E[X], Cov[X]) of the mixture: sum pi_k m_k and sum pi_k (C_k + m_k m_k') - E X E X'."""
+        ms = [c.moments() for c in self.components]
+        mean = sum(p * m for p, (m, _) in zip(self.prop, ms))
+        cov = sum(p * (C + np.outer(m, m)) for p, (m, C) in zip(self.prop, ms)) - np.outer(mean, mean)
+        return mean, cov
+
+    def sample(self, n: int, seed=None, return_component: bool = False):
+        """n draws ([n, d]): the component of each draw by the proportions,
+        then that component's draw (numpy Generator PCG64 seeded with `seed`).
+        With return_component, also the components drawn ([n] int)."""
+        n = int(n)
+        if n < 0:
+            raise ValueError("n must be >= 0")
+        self.check()
+        rng = np.random.default_rng(seed)
+        comp = rng.choice(self.n_components, size=n, p=self.prop / self.prop.sum())
+        x = np.empty((n, self.dim))
+        for k, c in enumerate(self.components):
+            sel = comp == k
+            if np.any(sel):
+                x[sel] = c.sample(int(sel.sum()), seed=rng)
+        return (x, comp.astype(np.int32)) if return_component else x

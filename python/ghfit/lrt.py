@@ -114,7 +114,8 @@ def lr_tests(fits) -> list:
     """All direct nested-pair tests among `fits` (an iterable of Fit)."""
     groups = {}
     for fit in fits:
-        if fit.failed or fit.weighted or not math.isfinite(fit.loglik):
+        # a mixture: between different K the ratio has no chi-square law (not tested)
+        if fit.failed or fit.weighted or fit.is_mixture or not math.isfinite(fit.loglik):
             continue
         groups.setdefault(data_key(fit), []).append(fit)
     out = []

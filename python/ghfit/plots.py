@@ -510,3 +510,60 @@ def optimize_backtest(chain, returns, names):
            "each window's portfolio held until the next refit: the optimal portfolio under each window's fit, "
            "equal weights, and the Gaussian minimum-variance portfolio of each window's rows.")
     return _png(fig), cap
+
+
+# ---------------------------------------------------------------- mixtures
+@_styled
+def selection(stem, rows):
+    """rows: [(K, BIC, ICL)] of the fits of one sweep over K: both criteria against K."""
+    rows = sorted(rows)
+    K = np.array([r[0] for r in rows])
+    bic = np.array([r[1] for r in rows], dtype=float)
+    icl = np.array([r[2] for r in rows], dtype=float)
+    fig, ax = _fig(6.0, 3.6)
+    ax = ax[0, 0]
+    ax.plot(K, bic, "o-", lw=1, label="BIC")
+    ax.plot(K, icl, "s--", lw=1, label="ICL")
+    for crit, arr, c in (("BIC", bic, "C0"), ("ICL", icl, "C1")):
+        if np.any(np.isfinite(arr)):
+            k = int(np.nanargmin(arr))
+            ax.plot(K[k], arr[k], "*", ms=13, color=c)
+    ax.set_xticks(K)
+    ax.set_title(f"Selection over the number of components: {stem}")
+    ax.set_xlabel("number of components K")
+    ax.set_ylabel("criterion (nats; smaller is better)")
+    ax.legend()
+    kb = int(K[np.nanargmin(bic)]) if np.any(np.isfinite(bic)) else None
+    ki = int(K[np.nanargmin(icl)]) if np.any(np.isfinite(icl)) else None
+    cap = (f"BIC = k log n - 2 loglik and ICL = BIC - 2 sum_i log tau_i,c(i) (BIC plus twice the entropy of the "
+           f"classification) of the fits {stem}_k<K>; a single law (K = 1) has ICL = BIC. Stars mark the "
+           f"smallest values: BIC prefers K = {kb}, ICL prefers K = {ki}. ICL favours well separated "
+           "components (clusters); BIC the density.")
+    return _png(fig), cap
+
+
+@_styled
+def cluster_scatter(law, i, j, xy, cl, name, source):
+    """Two coordinates of the rows coloured by their cluster, component means marked."""
+    fig, ax = _fig(5.2, 4.6)
+    ax = ax[0, 0]
+    K = law.n_components
+    n = xy.shape[0]
+    for k in range(K):
+        s = cl == k
+        if np.any(s):
+            ax.plot(xy[s, 0], xy[s, 1], ".", ms=2, alpha=0.6, color=f"C{k % 10}",
+                    label=f"cluster {k} ({int(s.sum()):,}; pi = {law.prop[k]:.3g})")
+    for k, c in enumerate(law.components):
+        m, _ = c.moments()
+        if np.all(np.isfinite(m[[i, j]])):
+            ax.plot(m[i], m[j], "X", ms=10, mec="k", color=f"C{k % 10}")
+    ax.set_title(f"{name}: clusters on margins {i + 1} and {j + 1}")
+    ax.set_xlabel(f"X{i + 1} (data units)")
+    ax.set_ylabel(f"X{j + 1} (data units)")
+    if K <= 10:
+        ax.legend(loc="upper left", fontsize=7)
+    cap = (f"{n:,} rows ({source}) on the two most correlated coordinates ({i + 1} and {j + 1}) under the "
+           "mixture, coloured by their cluster: the MAP component argmax_k tau_ik, as ghfit eval's /cluster. "
+           "Crosses: each component's mean.")
+    return _png(fig), cap

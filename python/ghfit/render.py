@@ -8,6 +8,7 @@ import base64
 import html
 import math
 import os
+import re
 import time
 
 import numpy as np
@@ -135,6 +136,7 @@ class Report:
         parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                  f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
                  f"<h1>{esc(title)}</h1>", self.files_part(), self.summary_part(), self.lrt_part()]
+        parts.append(self.selection_part())
         for r in self.results:
             parts.append(self.sweep_part(r))
         parts.append(self.optimize_part())
@@ -174,9 +176,10 @@ class Report:
         for t in self.tests:
             by_restricted.setdefault(id(t.restricted), []).append(t)
         sect = {id(f) for f in self.sections}
+        mix = any(f.is_mixture for f in self.fits)  # the selection over K: K and ICL beside BIC
         header = (["file"] if self.multi else []) + [
-            "fit", "family", "symmetric", "n", "d", "log-likelihood", "AIC", "BIC", "iterations",
-            "converged", "status", "LR tests (this fit restricted)"]
+            "fit", "family", "symmetric", "n", "d", "log-likelihood", "AIC", "BIC"] + (
+            ["K", "ICL"] if mix else []) + ["iterations", "converged", "status", "LR tests (this fit restricted)"]
         rows = []
         for i, f in enumerate(self.fits):
             name = (("html", f'<a href="#{anchor(f, i)}">{esc(f.name)}</a>') if id(f) in sect else f.name)
@@ -188,17 +191,23 @@ class Report:
             sym = "" if f.family == "gauss" else fmt(f.symmetric)
             rows.append(([os.path.basename(f.file)] if self.multi else []) + [
                 name, f.family, sym, fmt(f.n_obs), fmt(f.dim), fmt(f.loglik, 12), fmt(f.aic, 10),
-                fmt(f.bic, 10), fmt(f.n_iter), fmt(f.converged), status, lr])
+                fmt(f.bic, 10)] + ([str(f.n_components), fmt(f.icl, 10)] if mix else []) + [
+                fmt(f.n_iter), fmt(f.converged), status, lr])
         off = 1 if self.multi else 0
+        off2 = off + (2 if mix else 0)
         cap = ("One row per fit, in file order. Log-likelihood: total over the fitted rows (natural log); "
                "AIC = 2k - 2 loglik and BIC = k log n - 2 loglik (smaller is better, comparable only between "
                "fits of the same rows). The last column lists the likelihood-ratio tests in which this fit is "
                "the restricted model (details in the next table).")
         if any(f.weighted for f in self.fits):
             cap += " Weighted fits report the weighted log-likelihood."
+        if mix:
+            cap += (" K: the number of mixture components (ghfit fit --components K); ICL = BIC - 2 sum_i "
+                    "log tau_i,c(i), BIC plus twice the classification entropy (a single law: ICL = BIC). "
+                    "Mixtures get no likelihood-ratio test: between different K the ratio has no chi-square law.")
         return ("<h2>Summary</h2>" + table("summary", header, rows, cap,
-                                           left={0, off, off + 1, off + 10, off + 11}, scroll=len(rows) > 30,
-                                           wrap={off + 10, off + 11}))
+                                           left={0, off, off + 1, off2 + 10, off2 + 11}, scroll=len(rows) > 30,
+                                           wrap={off2 + 10, off2 + 11}))
 
     def lrt_part(self):
         rows = []
@@ -221,6 +230,33 @@ class Report:
         return "<h2>Likelihood-ratio tests</h2>" + table(
             "lrt", ["restricted fit", "larger fit", "df", "LR", "p-value", "reference law", "note"], rows,
             esc(cap), left={0, 1, 5, 6}, scroll=len(rows) > 30, wrap={6})
+
+    # ------------------------------------------------- selection over K
+    def selection_part(self):
+        """BIC and ICL against K for each set of fits <stem>_k<K> of one file
+        (a sweep over K) that holds a mixture and at least two values of K."""
+        out = []
+        for r in self.results:
+            groups = {}
+            for f in r.fits.values():
+                m = re.match(r"^(.*)_k(\d+)$", f.name)
+                if m and not f.failed:
+                    groups.setdefault(m.group(1), {})[int(m.group(2))] = f
+            for stem, byk in groups.items():
+                if len(byk) < 2 or not any(f.is_mixture for f in byk.values()):
+                    continue
+                rows = [(k, f.bic, f.icl) for k, f in sorted(byk.items())]
+                if not out:
+                    out.append("<h2>Number of components</h2>")
+                tid = f"selection-{len(out)}"
+                out.append(table(tid, ["fit", "K", "log-likelihood", "BIC", "ICL"],
+                                 [[byk[k].name, str(k), fmt(byk[k].loglik, 12), fmt(b, 10), fmt(c, 10)]
+                                  for k, b, c in rows],
+                                 esc(f"The fits of {os.path.basename(r.path)} named {stem}_k<K> (a sweep over the "
+                                     "number of components K; K = 1 a single law, whose ICL is its BIC)."),
+                                 left={0}))
+                out.append(figure(plots.selection(stem, rows), f"BIC and ICL against K: {stem}"))
+        return "\n".join(out)
 
     # -------------------------------------------------------------- sweeps
     def sweep_part(self, r):
@@ -304,9 +340,11 @@ class Report:
         if f.params:
             out.append(self.params_part(f, i))
         law_ok = f.has_law()
-        if not law_ok and not f.failed:
+        if f.is_mixture:
+            out.append(self.mixture_part(f, i, law_ok))
+        elif not law_ok and not f.failed:
             out.append('<p class="bad">The parameters do not define a law: no density plots.</p>')
-        if law_ok:
+        if law_ok and not f.is_mixture:
             out.append(self.data_plots(f))
         if f.profile is not None and len(f.profile.phase_names) and f.profile.seconds.size:
             out.append(figure(plots.profile(f.profile, f.name), f"Profile of {f.name}: seconds per phase and rank"))
@@ -382,6 +420,77 @@ class Report:
             reason = (f.groups.get(SE_GROUP).attrs.get("reason") if f.groups.get(SE_GROUP) else None)
             if reason:
                 out.append(f'<p class="note">Standard errors: {esc(reason)}</p>')
+        return "\n".join(out)
+
+    def mixture_part(self, f, i, law_ok):
+        """A mixture fit: its proportions and components, and the clusters of
+        two coordinates (the data's clusters from --scores or computed from the
+        fit, else draws from the fit)."""
+        try:
+            law = f.law
+        except (ValueError, KeyError) as e:
+            return f'<p class="bad">The mixture cannot be read: {esc(e)}.</p>'
+        d = f.dim
+        k_show = min(d, 4)
+        rows = []
+        for k, c in enumerate(law.components):
+            m, _ = c.moments()
+            rows.append([str(k), fmt(law.prop[k], 6)] + [fmt(c.mu[j], 5) for j in range(k_show)]
+                        + [fmt(m[j], 5) for j in range(k_show)]
+                        + ([] if c.is_gauss else [fmt(c.p, 6), fmt(c.a, 6), fmt(c.b, 6)]))
+        gauss = law.is_gauss
+        header = (["k", "proportion"] + [f"mu_{j + 1}" for j in range(k_show)] + [f"E[X_{j + 1}]" for j in range(k_show)]
+                  + ([] if gauss else ["p", "a", "b"]))
+        more = f" (coordinates 1 to {k_show} of {d})" if k_show < d else ""
+        out = [table(f"mix-{i}", header, rows,
+                     esc(f"The {law.n_components} components (components/<k>/params{more}) and their "
+                         "proportions; each Sigma_k in its own |Sigma| = 1 gauge."))]
+        st = f.starts
+        if st.get("loglik") is not None and np.size(st["loglik"]):
+            out.append(f'<p class="note">{np.size(st["loglik"])} starts; final log-likelihoods: '
+                       + esc(", ".join(fmt(v, 10) for v in np.ravel(st["loglik"]))) + ".</p>")
+        if not law_ok:
+            out.append('<p class="bad">The parameters do not define a law: no cluster plot.</p>')
+            return "\n".join(out)
+        if d < 2:
+            return "\n".join(out)
+        cov = f.moments.get("cov")
+        cov = np.asarray(cov, dtype=float) if cov is not None else law.moments()[1]
+        if cov.shape != (d, d) or not np.all(np.isfinite(cov)):
+            cov = sum(p * c.sigma for p, c in zip(law.prop, law.components))
+        s = np.sqrt(np.diag(cov))
+        r = np.abs(cov / np.outer(s, s))
+        np.fill_diagonal(r, -1.0)
+        a, b = sorted(int(v) for v in np.unravel_index(int(np.argmax(r)), r.shape))
+        xy = cl = None
+        sc = getattr(self.opts, "scores_data", None)
+        if self.data is not None:
+            start, count = (0, None) if (self.opts.all_rows or f.rows is None) else f.rows
+            if sc is not None and sc["fit_name"] == f.name and (count or self.data.n - start) <= self.opts.max_rows:
+                import h5py
+
+                end = self.data.n if count is None else start + count
+                with h5py.File(self.data.path, "r") as fh:
+                    x = np.asarray(fh[self.data.dataset][start:end], dtype=float)
+                cl = np.asarray(sc["cluster"][start:end])
+                keep = (cl >= 0) & np.all(np.isfinite(x), axis=1)
+                xy, cl, source = x[keep][:, [a, b]], cl[keep], f"the data, clusters from {sc['path']}"
+            else:
+                sample = self.data.rows(start, count, self.opts.max_rows, self.opts.seed)
+                if sample.x.shape[0]:
+                    cl = law.cluster(sample.x)
+                    keep = cl >= 0
+                    xy, cl, source = sample.x[keep][:, [a, b]], cl[keep], "the data, clusters computed from the fit"
+        if xy is None:
+            x = law.sample(2000, seed=self.opts.seed)
+            cl = law.cluster(x)
+            xy, source = x[:, [a, b]], f"2,000 draws from the fit (seed {self.opts.seed}), clusters computed from it"
+        if xy.shape[0] > 5000:
+            sel = np.sort(np.random.default_rng(self.opts.seed).choice(xy.shape[0], 5000, replace=False))
+            xy, cl = xy[sel], cl[sel]
+            source += "; a random subset of 5,000"
+        out.append(figure(plots.cluster_scatter(law, a, b, xy, cl, f.name, source),
+                          f"clusters of {f.name} on margins {a + 1} and {b + 1}"))
         return "\n".join(out)
 
     def data_plots(self, f):

@@ -34,7 +34,8 @@ def _parser():
         "Write one self-contained HTML report (inline images, nothing fetched from the network) "
         "for ghfit result files: summary table, likelihood-ratio tests, EM traces, parameters with "
         "standard errors, QQ plots and densities against the data (--data), pairwise contours, "
-        "profiles, and parameter paths for sweeps."))
+        "profiles, and parameter paths for sweeps; for mixture fits, the components, BIC and ICL "
+        "against K, and the clusters of two coordinates."))
     p.add_argument("results", nargs="+", metavar="RESULT.h5", help="ghfit result files")
     p.add_argument("--out", required=True, metavar="REPORT.html", help="the HTML file to write")
     p.add_argument("--data", metavar="X.h5", help="the fitted data set: QQ plots, histograms, data in contours")
@@ -49,6 +50,9 @@ def _parser():
                    help="draw a section for this fit (repeatable; default: see --max-fits)")
     p.add_argument("--max-fits", type=int, default=12, metavar="K",
                    help="at most K per-fit sections when --fit is not given (default 12)")
+    p.add_argument("--scores", metavar="SCORES.h5",
+                   help="a ghfit eval file of --data under a mixture fit: its /cluster colours the rows of "
+                        "that fit's cluster plot (default: clusters computed from the fit)")
     p.add_argument("--optimize", action="append", default=[], metavar="OPT.h5",
                    help="a file of ghfit optimize: its efficient frontier and weights (repeatable)")
     p.add_argument("--title", default=None, help="the report's title")
@@ -119,6 +123,28 @@ def _load(opts):
                         raise ReportError(f"--data {opts.data}:{dataset} has {data.n} rows but the fit "
                                           f"/fits/{f.name} in {r.path} used rows {s}..{end - 1} "
                                           "(--all-rows compares with all rows)")
+    opts.scores_data = None
+    if opts.scores:
+        if data is None:
+            raise ReportError("--scores: needs --data (the rows the scores file scored)")
+        import h5py
+
+        try:
+            with h5py.File(opts.scores, "r") as fh:
+                if "ghfit_scores_version" not in fh.attrs:
+                    raise ReportError(f"--scores {opts.scores}: not a ghfit eval file (no root attribute "
+                                      "ghfit_scores_version)")
+                if "cluster" not in fh:
+                    raise ReportError(f"--scores {opts.scores}: no /cluster (ghfit eval writes it under a mixture fit)")
+                cl = np.asarray(fh["cluster"][()])
+                name = fh.attrs.get("fit_name", "")
+                name = name.decode() if isinstance(name, bytes) else str(name)
+        except OSError as e:
+            raise ReportError(f"--scores {opts.scores}: cannot read it ({e})") from None
+        if cl.shape != (data.n,):
+            raise ReportError(f"--scores {opts.scores}: /cluster has {cl.shape[0]} rows but --data "
+                              f"{data.path}:{data.dataset} has {data.n}")
+        opts.scores_data = {"path": opts.scores, "cluster": cl, "fit_name": name}
     opt = []
     for p in opts.optimize:
         try:
@@ -138,7 +164,8 @@ def run(argv=None) -> int:
     for p in opts.results:
         if not os.path.exists(p):
             raise ReportError(f"{p}: no such file")
-    path, fd, tmp = _check_out(opts.out, list(opts.results) + ([opts.data] if opts.data else []) + list(opts.optimize))
+    path, fd, tmp = _check_out(opts.out, list(opts.results) + ([opts.data] if opts.data else [])
+                               + ([opts.scores] if opts.scores else []) + list(opts.optimize))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             results, data = _load(opts)

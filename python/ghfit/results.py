@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-from .law import Law, params_sigma
+from .law import Law, MixtureLaw, params_sigma
 
 EAGER_MAX = 1 << 16
 
@@ -283,8 +283,58 @@ class Fit:
         """The number of factors R of a factor-form fit (0 for diag, -1 for full)."""
         return int(self._a("factors", -1))
 
+    # ----------------------------------------------------------- mixtures
     @property
-    def law(self) -> Law:
+    def n_components(self) -> int:
+        """K of a mixture fit (attribute n_components), 1 for a single law."""
+        return int(self._a("n_components", 1) or 1)
+
+    @property
+    def is_mixture(self) -> bool:
+        return self.n_components >= 2
+
+    @property
+    def icl(self) -> float:
+        """The ICL of a mixture (attribute icl); a single law's is its BIC (no entropy term)."""
+        return float(self._a("icl", math.nan)) if self.is_mixture else self.bic
+
+    @property
+    def proportions(self) -> np.ndarray:
+        """The mixing proportions [K] (a single law: [1.0])."""
+        if not self.is_mixture:
+            return np.ones(1)
+        return np.asarray(self.datasets.get("proportions", np.full(self.n_components, np.nan)), dtype=float)
+
+    @property
+    def components(self) -> list:
+        """The K component laws (a single law: [law]), from components/<k>/params."""
+        if not self.is_mixture:
+            return [self.law]
+        g = self.group("components")
+        if g is None or len(g.groups) != self.n_components:
+            raise ValueError(f"/fits/{self.name}/components: holds {0 if g is None else len(g.groups)} "
+                             f"components, but n_components = {self.n_components}")
+        out = []
+        for k in range(self.n_components):
+            c = g.groups.get(str(k))
+            if c is None or "params" not in c.groups:
+                raise ValueError(f"/fits/{self.name}/components/{k}/params: missing")
+            p = c.groups["params"].datasets
+            out.append(Law(p["mu"], p.get("gamma", np.zeros(self.dim)), params_sigma(p), p.get("p", math.nan),
+                           p.get("a", math.nan), p.get("b", math.nan), self.family))
+        return out
+
+    @property
+    def starts(self) -> dict:
+        """A mixture's starts/ (loglik, n_iter, converged per initialisation), {} when absent."""
+        g = self.group("starts")
+        return {k: np.asarray(v) for k, v in g.datasets.items()} if g is not None else {}
+
+    @property
+    def law(self):
+        """The fitted law: a `Law`, or for a mixture fit a `MixtureLaw`."""
+        if self.is_mixture:
+            return MixtureLaw(self.proportions, self.components)
         p = self.params
         return Law(p["mu"], p.get("gamma", np.zeros(self.dim)), params_sigma(p),
                    p.get("p", math.nan), p.get("a", math.nan), p.get("b", math.nan), self.family)

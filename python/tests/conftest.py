@@ -130,6 +130,25 @@ def files(cli, work):
 
 
 @pytest.fixture(scope="session")
+def mixture_files(files, cli, work):
+    """Mixture result files (docs/output-schema.md "Mixtures") made by the
+    repository's tests/make_mixture_fit.py from the single fit (the mixture
+    EM's writer is not needed): mix (3 gh components, d = 3) with each
+    component as a single-law file comp<k>.h5, mixsweep (the fit names of a
+    sweep over K: gh_k1 single, gh_k2, gh_k3), and scores: ghfit eval of
+    mix on d.h5 (/responsibility, /cluster)."""
+    gen = REPO / "tests" / "make_mixture_fit.py"
+    out = {"mix": work / "mix.h5", "mixsweep": work / "mixsweep.h5", "scores": work / "mix_scores.h5"}
+    subprocess.run([sys.executable, str(gen), str(files["single"]), str(out["mix"]), "--singles",
+                    str(work / "comp")], check=True, timeout=300)
+    subprocess.run([sys.executable, str(gen), str(files["single"]), str(out["mixsweep"]), "--sweep", "--k", "3"],
+                   check=True, timeout=300)
+    cli.run("eval", "--model", out["mix"], "--data", files["data"], "--out", out["scores"], "--quiet")
+    out["comps"] = [work / f"comp{k}.h5" for k in range(3)]
+    return out
+
+
+@pytest.fixture(scope="session")
 def data(files):
     with h5py.File(files["data"], "r") as f:
         return np.array(f["X"][()])
@@ -280,3 +299,11 @@ def reports(files, work):
                   [files["multi"], files["pfix"]]),
         "sweep": (build(work, "report-sweep", [files["sweep"]], "--data", d), [files["sweep"]]),
     }
+
+
+@pytest.fixture(scope="session")
+def mixture_report(mixture_files, files, work):
+    """A report of a sweep over K and of a mixture with its eval scores."""
+    m = mixture_files
+    inputs = [m["mixsweep"], m["mix"]]
+    return build(work, "report-mixture", inputs, "--data", files["data"], "--scores", m["scores"]), inputs

@@ -53,9 +53,9 @@ def shots_dir(work):
     return d
 
 
-@pytest.mark.parametrize("which", ("single", "multi", "sweep"))
-def test_report_in_browser(browser, reports, work, which):
-    out, inputs = reports[which]
+@pytest.mark.parametrize("which", ("single", "multi", "sweep", "mixture"))
+def test_report_in_browser(browser, reports, mixture_report, work, which):
+    out, inputs = mixture_report if which == "mixture" else reports[which]
     browser.get(out.resolve().as_uri())
     assert browser.execute_script("return document.readyState") == "complete"
     # every image decoded

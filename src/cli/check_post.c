@@ -32,8 +32,10 @@ static int step_model(post *p, const char *ref)
     int st = ghf_model_ref_parse(ref, p->file, sizeof p->file, p->name, sizeof p->name, p->err, sizeof p->err);
     if (!st) st = ghf_fit_law_load_local(p->file, p->name, &p->law, &p->fam, p->err, sizeof p->err);
     if (st) return st;
-    ghf__check_line("model", "%s:/fits/%s: %s, d = %d (status: %s)", p->file, p->law.name, p->law.family, p->law.d,
-                    p->law.status[0] ? p->law.status : "unknown");
+    char kc[48] = "";
+    if (p->law.n_components >= 2) snprintf(kc, sizeof kc, "%d-component mixture of ", p->law.n_components);
+    ghf__check_line("model", "%s:/fits/%s: %s%s, d = %d (status: %s)", p->file, p->law.name, kc, p->law.family,
+                    p->law.d, p->law.status[0] ? p->law.status : "unknown");
     return 0;
 }
 
@@ -64,6 +66,7 @@ static int step_sample(post *p, const char *data, const char *dataset)
 static int step_sigma(post *p, const char *fmt)
 {
     const int d = p->law.d;
+    if (p->law.n_components >= 2) return 0; /* every component's: checked as the fit was loaded */
     double *L = malloc((size_t)d * (size_t)d * sizeof(double));
     if (!L) {
         snprintf(p->err, sizeof p->err, "check: out of memory (d = %d)", d);
@@ -109,16 +112,22 @@ static int check_sample(post *p, int argc, char **argv)
     if ((st = ghf_rows_mem_check("sample --n", so.n, d, p->ranks, GHF_SAMPLE_BYTES_PER_VALUE, p->err, sizeof p->err)))
         return st;
     ghf_params t;
+    ghf_mixture mx;
     memset(&t, 0, sizeof t);
-    double *L = calloc((size_t)d * (size_t)d, sizeof(double));
-    if (ghf_params_alloc(&t, d) != 0 || !L) {
+    memset(&mx, 0, sizeof mx);
+    const int K = p->law.n_components;
+    double *L = calloc((size_t)d * (size_t)d * (size_t)(K >= 2 ? K : 1), sizeof(double));
+    if ((K >= 2 ? ghf_mixture_alloc(&mx, K, d) : ghf_params_alloc(&t, d)) != 0 || !L) {
         snprintf(p->err, sizeof p->err, "sample: out of memory for the fit's parameters (d = %d)", d);
         st = GHF_EXIT_RUNTIME;
+    } else if (K >= 2) {
+        st = ghf_sample_mix_law(&p->law, p->file, &mx, L, p->err, sizeof p->err);
     } else {
         st = ghf_sample_law(&p->law, p->file, &t, L, p->err, sizeof p->err);
     }
     free(L);
     ghf_params_free(&t);
+    ghf_mixture_free(&mx);
     snprintf(p->ok, sizeof p->ok, "draw %lld rows x %d from %.1000s:/fits/%s", (long long)so.n, d, p->file,
              p->law.name);
     return st;
@@ -151,6 +160,7 @@ static int check_gof(post *p, int argc, char **argv)
     ghf__check_line("options", "ok: goodness of fit of %s:%s under %s into %s%s", o.data, o.dataset, o.model, o.out,
                     o.B > 0 ? " with a parametric bootstrap" : "");
     if ((st = step_model(p, o.model))) return st;
+    if ((st = ghf_gof_law_check(&p->law, p->file, o.B, p->err, sizeof p->err))) return st;
     if ((st = step_sigma(p, "%s:/fits/%s: the fit's Sigma is not positive definite%.0s"))) return st;
     o.model = p->file;
     if ((st = step_files(p, ghf_gof_plan(&o, p->file, p->ranks)))) return st;
@@ -173,9 +183,11 @@ static int check_risk(post *p, int argc, char **argv)
     ghf_risk_model md;
     memset(&md, 0, sizeof md);
     st = ghf_risk_check(&o, &md, 1, p->err, sizeof p->err);
-    free(md.mu), free(md.gamma), free(md.sigma), free(md.B);
+    free(md.mu), free(md.gamma), free(md.sigma), free(md.B), free(md.prop), free(md.cp);
     if (st) return st;
-    ghf__check_line("model", "%s:/fits/%s: %s, d = %d", o.model, o.fit, md.family, md.d);
+    char kc[48] = "";
+    if (md.n_components >= 2) snprintf(kc, sizeof kc, "%d-component mixture of ", md.n_components);
+    ghf__check_line("model", "%s:/fits/%s: %s%s, d = %d", o.model, o.fit, kc, md.family, md.d);
     ghf__check_line("portfolios", "%s:%s: %lld portfolios x %d weights", o.wfile, o.wdset, (long long)md.P, md.d);
     ghf__check_output_line(o.out);
     if ((st = step_sample(p, o.wfile, o.wdset))) return st;

@@ -19,7 +19,8 @@ static void eval_usage(FILE *f)
             "  --out FILE                 writes /logpdf, /mahalanobis, /e_y, /e_invy (float64 [N], row order)\n"
             "                             and /nonfinite (uint8 [N]); root attributes loglik, mean_loglik,\n"
             "                             n_obs (rows with a finite log-density), n_rows, model_file, fit_name,\n"
-            "                             family\n"
+            "                             family, n_components; a mixture fit adds /responsibility (float64\n"
+            "                             [N][K]) and /cluster (int32 [N], the MAP component; -1: flagged row)\n"
             "  --backend auto|cpu|cuda    eval always runs on the CPU (one E-step pass)\n"
             "  --quiet                    no summary line\n"
             "The output does not depend on the number of ranks P.\n"
@@ -94,10 +95,14 @@ int ghf_cmd_eval(int argc, char **argv)
         return st;
     }
     if (!a.quiet)
-        ghf_print0("wrote %s: %lld rows scored under %s:/fits/%s (%s, d = %d): loglik %.10g over %lld finite rows "
+    {
+        char kc[48] = "";
+        if (res.n_components >= 2) snprintf(kc, sizeof kc, "%d-component mixture, ", res.n_components);
+        ghf_print0("wrote %s: %lld rows scored under %s:/fits/%s (%s%s, d = %d): loglik %.10g over %lld finite rows "
                    "(mean %.6g), %lld flagged; read %.3f s, eval %.3f s, write %.3f s\n",
-                   o.out, (long long)res.n_rows, file, res.fit_name, res.family, res.d, res.loglik,
+                   o.out, (long long)res.n_rows, file, res.fit_name, kc, res.family, res.d, res.loglik,
                    (long long)res.n_obs, res.n_obs > 0 ? res.loglik / (double)res.n_obs : 0.0,
                    (long long)res.n_nonfinite, res.seconds_read, res.seconds_eval, res.seconds_write);
+    }
     return GHF_EXIT_OK;
 }

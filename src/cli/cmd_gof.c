@@ -49,7 +49,8 @@ static void gof_usage(FILE *f)
             "  --tol T, --max-iter M      the refits' EM tolerance and iteration cap (default 1e-10, 5000)\n"
             "  --quiet                    no summary line, no progress\n"
             "ks_p, ad_p, cvm_p are asymptotic and treat the fitted parameters as known; the *_p_boot\n"
-            "p-values of --bootstrap account for the fit.\n"
+            "p-values of --bootstrap account for the fit.  Under a mixture fit the margins are checked\n"
+            "through their mixture cdf; /radial/ is NaN (no single mu and Sigma); no --bootstrap.\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
@@ -180,7 +181,7 @@ static int gof_write(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_go
                  "interpolated: exact cdf at %lld order statistics (and the 32 extreme ones at each end), Steffen's "
                  "monotone cubic in between",
                  (long long)o->nknots);
-    ghf_h5_attr at[20] = {
+    ghf_h5_attr at[24] = {
         {"model_file", GHF_H5_ATTR_STR, o->model, 0, 0},
         {"fit_name", GHF_H5_ATTR_STR, law->name, 0, 0},
         {"family", GHF_H5_ATTR_STR, law->family, 0, 0},
@@ -198,6 +199,12 @@ static int gof_write(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_go
          "Anderson & Darling 1952), with the fitted parameters taken as known",
          0, 0}};
     int na = 13;
+    if (law->n_components >= 2) { /* a mixture: its margins only */
+        at[na++] = (ghf_h5_attr){"n_components", GHF_H5_ATTR_I64, NULL, 0, law->n_components};
+        at[na++] = (ghf_h5_attr){"radial_note", GHF_H5_ATTR_STR,
+                                 "not defined for a mixture (no single mu and Sigma): /radial/ holds NaN; the "
+                                 "margins' PITs are their mixture cdf sum_k pi_k F_kj", 0, 0};
+    }
     if (bt) {
         at[na++] = (ghf_h5_attr){"bootstrap", GHF_H5_ATTR_I64, NULL, 0, bt->B};
         at[na++] = (ghf_h5_attr){"seed", GHF_H5_ATTR_I64, NULL, 0, bt->seed};
@@ -241,6 +248,13 @@ static int gof_finish(const ghf_gof_opts *o, const ghf_fit_law *law, const ghf_g
     if (st || o->quiet) return st;
     double kmin = 1.0;
     for (int j = 0; j < law->d; j++) kmin = fmin(kmin, r->ks_p[j]);
+    if (law->n_components >= 2)
+        ghf_print0("wrote %s: %lld rows under %s:/fits/%s (%d-component mixture of %s, d = %d): smallest margin KS p "
+                   "%.3g (margins through the mixture cdf; no radial statistic for a mixture); PITs %s (max error "
+                   "%.1e); %.2f s\n",
+                   o->out, (long long)in->n, o->model, law->name, law->n_components, law->family, law->d, kmin,
+                   r->exact ? "exact" : "interpolated", r->pit_err, secs);
+    else
     ghf_print0("wrote %s: %lld rows under %s:/fits/%s (%s, d = %d): smallest margin KS p %.3g, radial KS p "
                "%.3g (AD p %.3g); PITs %s (max error %.1e); %.2f s\n",
                o->out, (long long)in->n, o->model, law->name, law->family, law->d, kmin, r->radial.ks_p,
@@ -271,13 +285,24 @@ static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
-                              law->b, NULL, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
-                              n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL, NULL, NULL};
+    ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
+                        law->b, NULL, (size_t)n_all, o->Q, (size_t)o->nexact, (size_t)o->nknots,
+                        n_all * (law->d + 1) <= GOF_PIT_MAX, (!o->quiet && n_all > 200000) ? gof_progress : NULL, NULL,
+                        NULL, {0}};
+    const int K = law->n_components;
+    const double **cv = K >= 2 ? calloc((size_t)K * 3, sizeof *cv) : NULL; /* a mixture: its components */
+    double *cs = K >= 2 ? calloc((size_t)K * 3, sizeof *cs) : NULL;
+    int st = ghf_agree(MPI_COMM_WORLD, K >= 2 && (!cv || !cs) ? GHF_EXIT_RUNTIME : 0, err, errlen);
+    if (st) snprintf(err, errlen, "gof: out of memory");
+    for (int k = 0; !st && k < K && K >= 2; k++) {
+        cv[k] = law->comp[k].mu, cv[K + k] = law->comp[k].gamma, cv[2 * K + k] = law->comp[k].sigma;
+        cs[k] = law->comp[k].p, cs[K + k] = law->comp[k].a, cs[2 * K + k] = law->comp[k].b;
+    }
+    if (!st && K >= 2) in.mix = (struct ghf_gof_mix){K, law->prop, cv, cv + K, cv + 2 * K, cs, cs + K, cs + 2 * K};
     ghf_gof_result r;
     memset(&r, 0, sizeof r);
     const double t0 = MPI_Wtime();
-    int st = gof_observe(o, law, &in, sh->x, (size_t)sh->nrows, &r, err, errlen);
+    if (!st) st = gof_observe(o, law, &in, sh->x, (size_t)sh->nrows, &r, err, errlen);
     ghf_gof_boot bt;
     memset(&bt, 0, sizeof bt);
     if (!st && o->B > 0) {
@@ -297,7 +322,17 @@ static int gof_run(const ghf_gof_opts *o, const ghf_fit_law *law, ghf_family fam
     }
     ghf_gof_result_free(&r);
     ghf_gof_boot_free(&bt);
+    free(cv);
+    free(cs);
     return st;
+}
+
+int ghf_gof_law_check(const ghf_fit_law *law, const char *file, int bootstrap, char *err, size_t errlen)
+{
+    if (law->n_components < 2 || bootstrap <= 0) return 0;
+    snprintf(err, errlen, "%.1000s:/fits/%s is a %d-component mixture; gof --bootstrap needs a single law (its "
+             "replicates refit one law)", file, law->name, law->n_components);
+    return GHF_EXIT_USAGE;
 }
 
 int ghf_cmd_gof(int argc, char **argv)
@@ -319,6 +354,11 @@ int ghf_cmd_gof(int argc, char **argv)
     ghf_family fam;
     if ((st = ghf_fit_law_load(MPI_COMM_WORLD, file, name, &law, &fam, err, sizeof err))) {
         ghf_error0("%s", err);
+        return st;
+    }
+    if ((st = ghf_gof_law_check(&law, file, o.B, err, sizeof err))) { /* the same verdict on every rank */
+        ghf_error0("%s", err);
+        ghf_fit_law_free(&law);
         return st;
     }
     const ghf_io_plan plan = ghf_gof_plan(&o, file, size);

@@ -47,6 +47,7 @@ static void opt_usage(FILE *f)
             "                 /status, /converged, /kkt [K] (docs/output-schema.md)\n"
             "  VaR is not convex in w: it is started from the ES and sd optima and the equal-weight point\n"
             "  and the best converged run is kept; /converged and /status say how each point ended.\n"
+            "  A mixture fit (ghfit fit --components K) is refused: optimize needs a single law.\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file is left)\n");
 }
 
@@ -205,9 +206,15 @@ typedef struct opt_model {
 /* Rank 0: the fit, its law, what the measure needs, the constraints, the output. */
 static int opt_check(opt_opts *o, opt_model *md, int dry, char *err, size_t errlen)
 {
-    int st = ghf_h5_read_fit_law_bd(o->model, o->has_fit ? o->fit : NULL, &md->fl, err, errlen); /* factor: B, D only */
+    int st = ghf_h5_read_fit_any_bd(o->model, o->has_fit ? o->fit : NULL, &md->fl, err, errlen); /* factor: B, D only */
     if (st) return st;
     ghf_fit_law *fl = &md->fl;
+    if (fl->n_components >= 2) { /* the optimiser's gradients are those of one law's VaR/ES */
+        snprintf(err, errlen, "%s:/fits/%s is a %d-component mixture; optimize needs a single law", o->model, fl->name,
+                 fl->n_components);
+        ghf_fit_law_free(fl);
+        return GHF_EXIT_USAGE;
+    }
     snprintf(o->fit, sizeof o->fit, "%s", fl->name);
     const int d = fl->d;
     int finite = 1;

@@ -32,7 +32,9 @@ static void risk_usage(FILE *f)
             "  --alpha       one or more levels in (0, 1), comma-separated (at most %d)\n"
             "  --out         the risk file: /alpha [K], /var [P][K], /es [P][K] (docs/output-schema.md)\n"
             "  Portfolios are split over the ranks; every value is accurate to about 1e-11 relative\n"
-            "  (adaptive quadrature over the subordinator, src/law/uni1d.c).\n"
+            "  (adaptive quadrature over the subordinator, src/law/uni1d.c).  Under a mixture fit the\n"
+            "  loss is a mixture of K univariate laws: VaR by root finding on its cdf, ES from the\n"
+            "  components' partial expectations.\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file is left)\n",
             RISK_MAX_ALPHA);
 }
@@ -166,9 +168,37 @@ static int choose_fit(ghf_risk_opts *o, char *err, size_t errlen)
 static int read_model(const ghf_risk_opts *o, ghf_risk_model *md, char *err, size_t errlen)
 {
     ghf_fit_law fp;
-    int st = ghf_h5_read_fit_law_bd(o->model, o->fit, &fp, err, errlen); /* a factor fit: B and D, no Sigma */
+    int st = ghf_h5_read_fit_any_bd(o->model, o->fit, &fp, err, errlen); /* a factor fit: B and D, no Sigma */
     if (st) return st;
     const int d = fp.d;
+    md->n_components = fp.n_components;
+    if (fp.n_components >= 2) { /* a mixture: every component checked (domain, Sigma positive definite), packed */
+        ghf_family fam;
+        md->d = d;
+        snprintf(md->family, sizeof md->family, "%s", fp.family);
+        md->gauss = strcmp(fp.family, "gauss") == 0;
+        md->p = md->a = md->b = NAN;
+        md->nf = -1;
+        st = ghf_fit_law_check(o->model, &fp, &fam, err, errlen);
+        const int Kc = fp.n_components, per = 2 * d + d * d + 3;
+        md->prop = st ? NULL : malloc((size_t)Kc * sizeof(double));
+        md->cp = st ? NULL : malloc((size_t)Kc * (size_t)per * sizeof(double));
+        if (!st && (!md->prop || !md->cp)) {
+            snprintf(err, errlen, "%s:/fits/%s: out of memory (d = %d)", o->model, o->fit, d);
+            st = GHF_EXIT_RUNTIME;
+        }
+        for (int k = 0; !st && k < Kc; k++) {
+            const ghf_fit_law *c = &fp.comp[k];
+            double *q = md->cp + (size_t)k * per;
+            md->prop[k] = fp.prop[k];
+            memcpy(q, c->mu, (size_t)d * sizeof(double));
+            memcpy(q + d, c->gamma, (size_t)d * sizeof(double));
+            memcpy(q + 2 * d, c->sigma, (size_t)d * d * sizeof(double));
+            q[per - 3] = c->p, q[per - 2] = c->a, q[per - 1] = c->b;
+        }
+        ghf_fit_law_free(&fp);
+        return st;
+    }
     md->d = d;
     snprintf(md->family, sizeof md->family, "%s", fp.family);
     md->gauss = strcmp(fp.family, "gauss") == 0;
@@ -244,10 +274,23 @@ int ghf_risk_check(ghf_risk_opts *o, ghf_risk_model *md, int dry, char *err, siz
 /* rank 0's model to every rank (after an agreed success) */
 static int bcast_model(ghf_risk_model *md, int rank)
 {
-    double hdr[7] = {md->d, md->gauss, (double)md->P, md->p, md->a, md->b, md->nf};
-    MPI_Bcast(hdr, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double hdr[8] = {md->d, md->gauss, (double)md->P, md->p, md->a, md->b, md->nf, md->n_components};
+    MPI_Bcast(hdr, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(md->family, sizeof md->family, MPI_CHAR, 0, MPI_COMM_WORLD);
-    const int d = (int)hdr[0], nf = (int)hdr[6];
+    const int d = (int)hdr[0], nf = (int)hdr[6], Kc = (int)hdr[7];
+    if (Kc >= 2) { /* a mixture: its proportions and packed components */
+        const size_t per = (size_t)(2 * d + d * d + 3);
+        md->d = d, md->gauss = (int)hdr[1], md->P = (int64_t)hdr[2], md->nf = -1, md->n_components = Kc;
+        if (rank != 0) {
+            md->prop = malloc((size_t)Kc * sizeof(double));
+            md->cp = malloc((size_t)Kc * per * sizeof(double));
+        }
+        int st = ghf_agree(MPI_COMM_WORLD, !md->prop || !md->cp ? GHF_EXIT_RUNTIME : 0, NULL, 0);
+        if (st) return st;
+        MPI_Bcast(md->prop, Kc, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        MPI_Bcast(md->cp, (int)(Kc * per), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        return 0;
+    }
     md->d = d, md->gauss = (int)hdr[1], md->P = (int64_t)hdr[2], md->p = hdr[3], md->a = hdr[4], md->b = hdr[5];
     md->nf = nf;
     /* the factor form: B and D (one block), never the d x d Sigma */
@@ -276,6 +319,18 @@ static int bcast_model(ghf_risk_model *md, int rank)
 static int risk_compute(const ghf_risk_model *md, const ghf_risk_opts *o, const double *w, int64_t n, int64_t row0,
                         double *var, double *es, int64_t *bad_row)
 {
+    if (md->n_components >= 2) { /* a mixture: each portfolio on its own (rank-independent values) */
+        const int d = md->d, Kc = md->n_components, per = 2 * d + d * d + 3;
+        ghf_risk_law *cl = malloc((size_t)Kc * sizeof *cl);
+        if (!cl) return -1;
+        for (int k = 0; k < Kc; k++) {
+            const double *q = md->cp + (size_t)k * per;
+            cl[k] = (ghf_risk_law){md->gauss, d, q[per - 3], q[per - 2], q[per - 1], q, q + d, q + 2 * d, 0, NULL, NULL};
+        }
+        const int ws = ghf_risk_portfolios_mix(cl, md->prop, Kc, o->K, o->alpha, w, n, row0, var, es, bad_row);
+        free(cl);
+        return ws;
+    }
     const ghf_risk_law lw = {md->gauss, md->d, md->p, md->a, md->b, md->mu, md->gamma, md->sigma,
                              md->nf, md->nf >= 0 ? md->B : NULL, md->nf >= 0 ? md->D : NULL};
     /* the global count sizes the plan: the same bits on any number of ranks */
@@ -350,7 +405,7 @@ static int risk_run(const ghf_risk_opts *o, const ghf_risk_model *md, int rank, 
         const ghf_out_meta meta = {.version = GHFIT_VERSION, .git_commit = GHFIT_GIT_COMMIT,
                                    .command_line = ghf_command_line(), .n_ranks = size};
         const ghf_risk_file rf = {&meta, o->model, o->fit, md->family, o->wfile, o->wdset, md->P, md->d, K,
-                                  o->alpha, allv, alle, note[0] ? note : NULL};
+                                  o->alpha, allv, alle, note[0] ? note : NULL, md->n_components};
         st = ghf_h5_write_risk(o->out, &rf, err, errlen);
     }
     ghf_bcast_status(MPI_COMM_WORLD, &st, err, errlen); /* rank 0's write */
@@ -378,10 +433,12 @@ int ghf_cmd_risk(int argc, char **argv)
     st = ghf_agree(MPI_COMM_WORLD, st, err, sizeof err);
     if (!st) st = bcast_model(&md, rank);
     if (!st) st = risk_run(&o, &md, rank, size, err, sizeof err);
+    char kc[48] = "";
+    if (md.n_components >= 2) snprintf(kc, sizeof kc, "%d-component mixture, ", md.n_components);
     if (st) ghf_error0("%s", err[0] ? err : "risk failed");
     else
-        ghf_print0("wrote %s: VaR and ES of %lld portfolios at %d level%s under %s:/fits/%s (%s, d = %d)\n", o.out,
-                   (long long)md.P, o.K, o.K == 1 ? "" : "s", o.model, o.fit, md.family, md.d);
-    free(md.mu), free(md.gamma), free(md.sigma), free(md.B);
+        ghf_print0("wrote %s: VaR and ES of %lld portfolios at %d level%s under %s:/fits/%s (%s%s, d = %d)\n", o.out,
+                   (long long)md.P, o.K, o.K == 1 ? "" : "s", o.model, o.fit, kc, md.family, md.d);
+    free(md.mu), free(md.gamma), free(md.sigma), free(md.B), free(md.prop), free(md.cp);
     return st;
 }

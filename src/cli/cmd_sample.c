@@ -25,6 +25,8 @@ static void sample_usage(FILE *f)
             "  --dataset NAME             dataset to write (default /X)\n"
             "  --dtype T                  float64 (default) or float32\n"
             "  --quiet                    no summary line\n"
+            "A mixture fit (n_components K >= 2): each row takes a component by the proportions, then that\n"
+            "component's draw (the component is not recorded; ghfit eval's /cluster gives the MAP one).\n"
             "exit status: 0 done, 1 run-time failure, 2 bad input (no output file left)\n");
 }
 
@@ -40,6 +42,22 @@ int ghf_sample_law(const ghf_fit_law *law, const char *file, ghf_params *t, doub
     if (ghf_cholesky(d, t->sigma, L) == 0) return 0;
     snprintf(err, errlen, "%.1000s:/fits/%s: Sigma is not positive definite", file, law->name);
     return GHF_EXIT_USAGE;
+}
+
+int ghf_sample_mix_law(const ghf_fit_law *law, const char *file, ghf_mixture *m, double *L, char *err,
+                       size_t errlen)
+{
+    const int d = law->d;
+    for (int k = 0; k < m->K; k++) {
+        m->prop[k] = law->prop[k];
+        const int st = ghf_sample_law(&law->comp[k], file, &m->comp[k], L + (size_t)k * d * d, err, errlen);
+        if (st) {
+            snprintf(err, errlen, "%.1000s:/fits/%s/components/%d/params/sigma: not positive definite", file,
+                     law->name, k);
+            return st;
+        }
+    }
+    return 0;
 }
 
 ghf_io_plan ghf_sample_plan(const ghf_sample_opts *so, const char *file, int n_ranks)
@@ -71,44 +89,58 @@ static int sample_run(MPI_Comm comm, const ghf_sample_opts *so, const char *file
     ghf_block_range(so->n, rank, size, &row0, &nrows);
     ghf_params t;
     memset(&t, 0, sizeof t);
+    ghf_mixture mx; /* a mixture (K >= 2): its components and their K Cholesky factors */
+    memset(&mx, 0, sizeof mx);
+    const int K = law.n_components;
     double *L = NULL, *x = NULL, *zb = NULL;
     if (!st) {
-        L = calloc((size_t)d * (size_t)d, sizeof(double));
+        L = calloc((size_t)d * (size_t)d * (size_t)(K >= 2 ? K : 1), sizeof(double));
         x = malloc((size_t)(nrows > 0 ? nrows : 1) * (size_t)d * sizeof(double));
         zb = malloc((size_t)d * sizeof(double));
-        const int oom = ghf_params_alloc(&t, d) != 0 || !L || !x || !zb;
+        const int oom = (K >= 2 ? ghf_mixture_alloc(&mx, K, d) : ghf_params_alloc(&t, d)) != 0 || !L || !x || !zb;
         if (oom) snprintf(err, errlen, "sample: out of memory for %lld x %d values", (long long)nrows, d);
         st = ghf_agree(comm, oom, err, errlen);
     }
-    if (!st) st = ghf_sample_law(&law, file, &t, L, err, errlen); /* the same verdict on every rank */
+    if (!st) /* the same verdict on every rank */
+        st = K >= 2 ? ghf_sample_mix_law(&law, file, &mx, L, err, errlen) : ghf_sample_law(&law, file, &t, L, err, errlen);
     if (!st) {
-        int64_t bad = ghf_sample_rows(&t, L, (uint64_t)so->seed, row0, nrows, x, zb), first = 0;
+        int64_t bad = K >= 2 ? ghf_sample_mix_rows(&mx, L, (uint64_t)so->seed, row0, nrows, x, zb, NULL)
+                             : ghf_sample_rows(&t, L, (uint64_t)so->seed, row0, nrows, x, zb),
+                first = 0;
         if (bad < 0) bad = INT64_MAX;
         MPI_Allreduce(&bad, &first, 1, MPI_INT64_T, MPI_MIN, comm);
         if (first != INT64_MAX) {
-            snprintf(err, errlen, "sample: row %lld: the draw is not finite under %.1000s:/fits/%s (p=%g a=%g b=%g)",
-                     (long long)first, file, law.name, law.p, law.a, law.b);
+            if (K >= 2)
+                snprintf(err, errlen, "sample: row %lld: the draw is not finite under %.1000s:/fits/%s (a %d-component "
+                         "mixture)", (long long)first, file, law.name, K);
+            else
+                snprintf(err, errlen, "sample: row %lld: the draw is not finite under %.1000s:/fits/%s (p=%g a=%g b=%g)",
+                         (long long)first, file, law.name, law.p, law.a, law.b);
             st = GHF_EXIT_USAGE;
         }
     }
     if (!st) {
-        char ss[32], sn[32], sd[32];
+        char ss[32], sn[32], sd[32], sk[32];
         snprintf(ss, sizeof ss, "%lld", (long long)so->seed);
         snprintf(sn, sizeof sn, "%lld", (long long)so->n);
         snprintf(sd, sizeof sd, "%d", d);
-        const char *keys[] = {"model", "seed", "n", "dim", "model_file", "fit_name", "command_line"};
-        const char *vals[] = {law.family, ss, sn, sd, file, law.name, ghf_command_line()};
-        st = ghf_h5_write_matrix(comm, so->out, so->dataset, so->n, d, row0, nrows, x, so->bits, 7, keys, vals, err,
-                                 errlen);
+        snprintf(sk, sizeof sk, "%d", K >= 2 ? K : 1);
+        const char *keys[] = {"model", "seed", "n", "dim", "model_file", "fit_name", "command_line", "n_components"};
+        const char *vals[] = {law.family, ss, sn, sd, file, law.name, ghf_command_line(), sk};
+        st = ghf_h5_write_matrix(comm, so->out, so->dataset, so->n, d, row0, nrows, x, so->bits, K >= 2 ? 8 : 7, keys,
+                                 vals, err, errlen);
+        char kc[48] = "";
+        if (K >= 2) snprintf(kc, sizeof kc, "%d-component mixture, ", K);
         if (!st && !so->quiet)
-            ghf_print0("wrote %s:%s (%lld x %d %s, drawn from %s:/fits/%s (%s), seed %lld)\n", so->out, so->dataset,
-                       (long long)so->n, d, so->bits == 32 ? "float32" : "float64", file, law.name, law.family,
+            ghf_print0("wrote %s:%s (%lld x %d %s, drawn from %s:/fits/%s (%s%s), seed %lld)\n", so->out, so->dataset,
+                       (long long)so->n, d, so->bits == 32 ? "float32" : "float64", file, law.name, kc, law.family,
                        (long long)so->seed);
     }
     free(L);
     free(x);
     free(zb);
     ghf_params_free(&t);
+    ghf_mixture_free(&mx);
     ghf_fit_law_free(&law);
     return st;
 }

@@ -94,16 +94,19 @@ int ghf_cmd_summary(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'h') {
             if (rank == 0)
-                printf("usage: ghfit summary RESULT.h5... [--sort aic|bic|loglik|name] [--lrt]\n"
+                printf("usage: ghfit summary RESULT.h5... [--sort aic|bic|icl|loglik|name] [--lrt]\n"
                        "  prints the /summary tables of the result files as one table, sorted by the\n"
                        "  chosen column (default aic; loglik sorts the largest first), with the difference\n"
-                       "  to the best fit (dAIC, dBIC, dloglik).  When the files of one job are an incomplete\n"
+                       "  to the best fit (dAIC, dBIC, dICL, dloglik).  When the files of one job are an incomplete\n"
                        "  set of its slices (job arrays, ghfit run --slice K/N), one 'ghfit: warning:' line on\n"
                        "  stderr names the missing ones (exit status 0)\n"
                        "  --lrt  adds likelihood-ratio tests between the nested models fitted to the same\n"
                        "         data: symmetric vs asymmetric (d df), a fixed p (nig, hyp, --p-fixed) vs gh\n"
                        "         (1 df), vg and t vs gh (a boundary: 0.5 chi2(0) + 0.5 chi2(1)); failed and\n"
-                       "         weighted fits are not tested\n");
+                       "         weighted fits are not tested; nor are mixtures (n_components K >= 2): the LR\n"
+                       "         between different K has no chi-square law (compare K by BIC or ICL)\n"
+                       "  a mixture fit (ghfit fit --components K) adds the columns K and icl (a single law:\n"
+                       "  K = 1, ICL = BIC)\n");
             return GHF_EXIT_OK;
         }
         if (c == 'l') {
@@ -112,7 +115,7 @@ int ghf_cmd_summary(int argc, char **argv)
         }
         if (c == 's') {
             if (ghf_sort_key_parse(optarg, &key) != 0) {
-                ghf_error0("--sort: '%s' is not aic, bic, loglik or name", optarg);
+                ghf_error0("--sort: '%s' is not aic, bic, icl, loglik or name", optarg);
                 return GHF_EXIT_USAGE;
             }
             continue;
@@ -121,7 +124,7 @@ int ghf_cmd_summary(int argc, char **argv)
         return GHF_EXIT_USAGE;
     }
     if (optind >= argc) {
-        ghf_error0("summary: no result files given (usage: ghfit summary RESULT.h5... [--sort aic|bic|loglik|name])");
+        ghf_error0("summary: no result files given (usage: ghfit summary RESULT.h5... [--sort aic|bic|icl|loglik|name])");
         return GHF_EXIT_USAGE;
     }
     /* serial work on rank 0; the others wait for the status */
@@ -147,8 +150,21 @@ int ghf_cmd_summary(int argc, char **argv)
                 break;
             }
             n_rows[i - optind] = n;
+            /* a mixture's K and ICL: attributes of its group (/summary is the same for every K) */
+            int *ncomp = malloc((size_t)(n > 0 ? n : 1) * sizeof *ncomp);
+            double *icl = malloc((size_t)(n > 0 ? n : 1) * sizeof *icl);
+            if (!ncomp || !icl || ghf_h5_read_fit_ncomp(argv[i], rows, n, ncomp, icl, err, sizeof err) != 0) {
+                if (!ncomp || !icl) snprintf(err, sizeof err, "out of memory");
+                st = ncomp && icl ? GHF_EXIT_USAGE : GHF_EXIT_RUNTIME;
+                free(ncomp);
+                free(icl);
+                free(rows);
+                break;
+            }
             ghf_summary_row *na = realloc(all, (size_t)(n_all + n + 1) * sizeof *all);
             if (!na) {
+                free(ncomp);
+                free(icl);
                 free(rows);
                 st = GHF_EXIT_RUNTIME;
                 snprintf(err, sizeof err, "out of memory");
@@ -158,8 +174,12 @@ int ghf_cmd_summary(int argc, char **argv)
             for (int k = 0; k < n; k++) {
                 all[n_all].s = rows[k];
                 all[n_all].file = argv[i];
+                all[n_all].n_components = ncomp[k];
+                all[n_all].icl = icl[k];
                 n_all++;
             }
+            free(ncomp);
+            free(icl);
             free(rows);
         }
         if (!st) ghf_summary_print(stdout, all, n_all, key);

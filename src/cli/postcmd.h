@@ -39,6 +39,11 @@ ghf_io_plan ghf_sample_plan(const ghf_sample_opts *so, const char *file, int n_r
 /* The law's parameters into t (allocated for law->d) and the Cholesky
  * factor of Sigma into L [d*d]: 0, or 2 with sample's message. */
 int ghf_sample_law(const ghf_fit_law *law, const char *file, ghf_params *t, double *L, char *err, size_t errlen);
+/* A mixture law (law->n_components K >= 2) into m (allocated for K, d) and
+ * the K Cholesky factors into L [K][d*d]: 0, or 2 with a message naming the
+ * component whose Sigma is not positive definite. */
+int ghf_sample_mix_law(const ghf_fit_law *law, const char *file, ghf_mixture *m, double *L, char *err,
+                       size_t errlen);
 
 typedef struct ghf_gof_opts {
     const char *model, *data, *dataset, *out;
@@ -57,6 +62,10 @@ ghf_io_plan ghf_gof_plan(const ghf_gof_opts *o, const char *file, int n_ranks);
  * counts; an uneven sort can still refuse a little below, at run time), or
  * when n passes GHF_GOF_MAX_N = 2^35 (src/law/gof.h: the exact sums). */
 int ghf_gof_rows_check(int64_t n, int ranks, char *err, size_t errlen);
+/* gof of a mixture checks its margins (through the mixture cdf; no radial
+ * statistic) and has no bootstrap (its replicates refit one law): 0, or 2
+ * with gof's message for a mixture with bootstrap > 0. */
+int ghf_gof_law_check(const ghf_fit_law *law, const char *file, int bootstrap, char *err, size_t errlen);
 /* n finite rows: 0, or 2 with gof's message when fewer than 2. */
 int ghf_gof_min_rows(const ghf_gof_opts *o, int64_t n, char *err, size_t errlen);
 
@@ -75,6 +84,10 @@ typedef struct ghf_risk_model {
     double *mu, *gamma, *sigma;
     int nf;          /* the factor form: R (0: diag) with B [d*R] and D [d] in one block at B; -1: full */
     double *B, *D;
+    /* a mixture (n_components Kc >= 2; mu, gamma, sigma NULL): prop [Kc] and
+     * the components packed in cp [Kc][2d + d*d + 3] (mu, gamma, sigma, p, a, b) */
+    int n_components;
+    double *prop, *cp;
 } ghf_risk_model;
 int ghf_risk_parse(int argc, char **argv, ghf_risk_opts *o);
 /* Rank 0 (serial): the inputs (which fit, its law, the weights' shape),

@@ -139,6 +139,24 @@ double ghf_rng_mixing(ghf_rng *r, double p, double a, double b)
     return ghf_rng_gig(r, p, a, b);
 }
 
+/* One row of t from the stream r into xi: 0, or -1 when the draw is not finite. */
+static int draw_row(const ghf_params *t, const double *L, ghf_rng *r, double *xi, double *zb)
+{
+    const int d = t->d;
+    const double y = ghf_rng_mixing(r, t->p, t->a, t->b);
+    if (!isfinite(y) || !(y > 0)) return -1;
+    const double sy = sqrt(y);
+    for (int j = 0; j < d; j++) zb[j] = ghf_rng_normal(r);
+    int ok = 1;
+    for (int j = 0; j < d; j++) {
+        double s = 0.0;
+        for (int k = 0; k <= j; k++) s += L[j * d + k] * zb[k];
+        xi[j] = t->mu[j] + t->gamma[j] * y + sy * s;
+        ok &= isfinite(xi[j]) ? 1 : 0;
+    }
+    return ok ? 0 : -1;
+}
+
 int64_t ghf_sample_rows(const ghf_params *t, const double *L, uint64_t seed, int64_t row0, int64_t nrows,
                         double *x, double *zb)
 {
@@ -146,19 +164,24 @@ int64_t ghf_sample_rows(const ghf_params *t, const double *L, uint64_t seed, int
     for (int64_t i = 0; i < nrows; i++) {
         ghf_rng r;
         ghf_rng_seed(&r, seed, (uint64_t)(row0 + i));
-        const double y = ghf_rng_mixing(&r, t->p, t->a, t->b);
-        if (!isfinite(y) || !(y > 0)) return row0 + i;
-        const double sy = sqrt(y);
-        for (int j = 0; j < d; j++) zb[j] = ghf_rng_normal(&r);
-        double *xi = x + i * d;
-        int ok = 1;
-        for (int j = 0; j < d; j++) {
-            double s = 0.0;
-            for (int k = 0; k <= j; k++) s += L[j * d + k] * zb[k];
-            xi[j] = t->mu[j] + t->gamma[j] * y + sy * s;
-            ok &= isfinite(xi[j]) ? 1 : 0;
-        }
-        if (!ok) return row0 + i;
+        if (draw_row(t, L, &r, x + i * d, zb) != 0) return row0 + i;
+    }
+    return -1;
+}
+
+int64_t ghf_sample_mix_rows(const ghf_mixture *m, const double *L, uint64_t seed, int64_t row0, int64_t nrows,
+                            double *x, double *zb, int32_t *comp)
+{
+    const int d = m->d, K = m->K;
+    for (int64_t i = 0; i < nrows; i++) {
+        ghf_rng r;
+        ghf_rng_seed(&r, seed, (uint64_t)(row0 + i));
+        const double u = ghf_rng_uniform(&r);
+        int k = 0;
+        double c = m->prop[0];
+        while (k < K - 1 && u >= c) c += m->prop[++k];
+        if (comp) comp[i] = k;
+        if (draw_row(&m->comp[k], L + (size_t)k * d * d, &r, x + i * d, zb) != 0) return row0 + i;
     }
     return -1;
 }

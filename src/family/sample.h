@@ -49,4 +49,13 @@ double ghf_rng_mixing(ghf_rng *r, double p, double a, double b);
 int64_t ghf_sample_rows(const ghf_params *t, const double *L, uint64_t seed, int64_t row0, int64_t nrows,
                         double *x, double *zb);
 
+/* Rows of a K-component mixture (docs/output-schema.md "Mixtures"): row i's
+ * own stream (seed, i) first draws a uniform u and takes the first
+ * component k with u < pi_0 + ... + pi_k (the last when round-off leaves
+ * none), then draws that component's row as ghf_sample_rows does, from the
+ * same stream.  L: the K Cholesky factors [K][d*d]; comp [nrows] (or NULL)
+ * receives each row's component.  Returns as ghf_sample_rows. */
+int64_t ghf_sample_mix_rows(const ghf_mixture *m, const double *L, uint64_t seed, int64_t row0, int64_t nrows,
+                            double *x, double *zb, int32_t *comp);
+
 #endif

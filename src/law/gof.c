@@ -467,6 +467,13 @@ static int xi_cmp(const void *a, const void *b)
 
 int ghf_gof_uni_cdf(const void *ctx, double x, double *u) { return ghf_uni_cdf(ctx, x, u); }
 
+int ghf_gof_unimix_cdf(const void *ctx, double x, double *u)
+{
+    const ghf_gof_unimix *m = ctx;
+    const int st = ghf_uni_mixture_prob(m->L, m->prop, m->K, x, 0, u);
+    return st == GHF_UNI_EACC ? GHF_UNI_OK : st; /* EACC: accepted as a value (ghf_gof_cdf_fn) */
+}
+
 size_t ghf_gof_qq_lo(size_t n, double prob)
 {
     const size_t lo = (size_t)floor((double)(n - 1) * prob);
@@ -484,6 +491,10 @@ double ghf_gof_qq_value(size_t n, double prob, double vlo, double vnext)
 int ghf_gof_model_quantile(const void *ctx, int radial, int Q, int k, double *q)
 {
     const double prob = (k + 0.5) / Q;
+    if (radial == 2) {
+        const ghf_gof_unimix *m = ctx;
+        return ghf_uni_mixture_quantile(m->L, m->prop, m->K, prob, q);
+    }
     return radial ? ghf_radial_quantile(ctx, prob, q) : ghf_uni_quantile(ctx, prob, q);
 }
 

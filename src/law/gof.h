@@ -117,14 +117,22 @@ int    ghf_gof_interp_err(const ghf_gof_interp *I, ghf_gof_cdf_fn f, const void 
 
 /* A margin's cdf: a ghf_gof_cdf_fn with ctx a ghf_uni_law. */
 int ghf_gof_uni_cdf(const void *ctx, double x, double *u);
+/* A margin of a mixture: K univariate laws and their proportions. */
+typedef struct ghf_gof_unimix {
+    int K;
+    const double *prop;
+    const ghf_uni_law *L; /* [K] */
+} ghf_gof_unimix;
+/* Its cdf: a ghf_gof_cdf_fn with ctx a ghf_gof_unimix. */
+int ghf_gof_unimix_cdf(const void *ctx, double x, double *u);
 /* QQ tables: the sample quantile at prob of n sorted values, R's type 7
  * (h = (n - 1) prob, linear between order statistics lo = floor(h) and
  * lo + 1): ghf_gof_qq_lo gives lo (n - 1 at the top), ghf_gof_qq_value the
  * quantile from the values at lo and lo + 1 (vnext unused at the top). */
 size_t ghf_gof_qq_lo(size_t n, double prob);
 double ghf_gof_qq_value(size_t n, double prob, double vlo, double vnext);
-/* The model quantile at (k + 0.5)/Q (radial: ctx a ghf_radial_law, else a
- * ghf_uni_law); GHF_UNI_OK or the status of the quantile. */
+/* The model quantile at (k + 0.5)/Q (radial 1: ctx a ghf_radial_law; 2: a
+ * ghf_gof_unimix; 0: a ghf_uni_law); GHF_UNI_OK or the status of the quantile. */
 int ghf_gof_model_quantile(const void *ctx, int radial, int Q, int k, double *q);
 
 /* The noncentral chi-square cdf P(chi2(k, lambda) <= x), k > 0, lambda >= 0. */
@@ -157,6 +165,17 @@ typedef struct ghf_gof_input {
     void (*progress)(const char *what, int done, int total); /* or NULL */
     void (*tick)(void *);               /* called after each margin (a job's heartbeat), or NULL */
     void *tick_arg;
+    /* A mixture fit (K >= 2; 0 or 1: the single law above): the proportions
+     * [K] and component k's cmu[k], cgamma[k] [d], csigma[k] [d][d] and
+     * cp[k], ca[k], cb[k].  Its margins are mixtures of univariate laws
+     * (the PITs go through the mixture cdf); the radial statistic has no
+     * single mu and Sigma: its statistics are NaN (ghf_gof_compute_dist). */
+    struct ghf_gof_mix {
+        int K;
+        const double *prop;
+        const double *const *cmu, *const *cgamma, *const *csigma;
+        const double *cp, *ca, *cb;
+    } mix;
 } ghf_gof_input;
 
 typedef struct ghf_gof_result {

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include <stdlib.h>
+
 #include <gsl/gsl_cdf.h>
 
 #include "uni1d.h"
@@ -79,6 +81,86 @@ int ghf_risk_portfolios(const ghf_risk_law *lw, int K, const double *alpha, size
     ghf_uni_plan_free(pl);
     *bad_row = first;
     return worst;
+}
+
+/* ------------------------------------------------------------------------
+ * Mixtures: the loss of a portfolio is a mixture of K univariate laws.
+ * ---------------------------------------------------------------------- */
+
+static int worse(int a, int b) { return ghf_risk_severity(a) >= ghf_risk_severity(b) ? a : b; }
+
+/* VaR and ES of one mixture loss at alpha: VaR the alpha-quantile of the
+ * mixture (uni1d.h ghf_uni_mixture_quantile: Brent on its survival function
+ * between the smallest and the largest component VaR), ES = sum_k pi_k
+ * E_k[L 1{L >= v}] / (1 - alpha) = v + sum_k pi_k E_k[(L - v)^+] / (1 - alpha). */
+static int mix_var_es(ghf_uni_law *L, const double *prop, int K, double alpha, double *var, double *es)
+{
+    double v = NAN;
+    int st = ghf_uni_mixture_quantile(L, prop, K, alpha, &v);
+    *var = *es = NAN;
+    if (st == GHF_UNI_EDOM) return st;
+    double me = 0.0;
+    for (int k = 0; k < K; k++) {
+        double e = NAN;
+        st = worse(st, ghf_uni_mean_excess(&L[k], v, &e));
+        me += prop[k] * e;
+    }
+    *var = v;
+    *es = isinf(me) ? INFINITY : v + me / (1.0 - alpha);
+    return st;
+}
+
+int ghf_risk_portfolios_mix(const ghf_risk_law *comp, const double *prop, int Kc, int K, const double *alpha,
+                            const double *w, int64_t n, int64_t row0, double *var, double *es, int64_t *bad_row)
+{
+    ghf_uni_mix *mx = malloc((size_t)Kc * sizeof *mx);
+    if (!mx) return -1;
+    for (int c = 0; c < Kc; c++) ghf_uni_mix_init(&mx[c], comp[c].gauss, comp[c].p, comp[c].a, comp[c].b);
+    const int d = comp[0].d;
+    int worst = GHF_UNI_OK, oom = 0;
+    int64_t first = -1;
+#pragma omp parallel
+    {
+        ghf_uni_law *L = malloc((size_t)Kc * sizeof *L);
+        if (!L) {
+#pragma omp atomic write
+            oom = 1;
+        }
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t i = 0; i < n; i++) {
+            if (!L) continue;
+            const double *wi = w + i * d;
+            for (int c = 0; c < Kc; c++) {
+                const ghf_risk_law *lw = &comp[c];
+                double m = 0.0, g = 0.0, s2 = 0.0;
+                for (int j = 0; j < d; j++) {
+                    double t = 0.0;
+                    for (int k = 0; k < d; k++) t += lw->sigma[(size_t)j * d + k] * wi[k];
+                    m -= wi[j] * lw->mu[j];
+                    g -= wi[j] * lw->gamma[j];
+                    s2 += wi[j] * t;
+                }
+                L[c] = (ghf_uni_law){&mx[c], m, g, sqrt(s2 > 0.0 ? s2 : 0.0)};
+            }
+            int ws = GHF_UNI_OK;
+            for (int a = 0; a < K; a++)
+                ws = worse(ws, mix_var_es(L, prop, Kc, alpha[a], var + i * K + a, es + i * K + a));
+            if (ws != GHF_UNI_OK) {
+#pragma omp critical(ghf_risk_status)
+                {
+                    const int sa = ghf_risk_severity(ws), sb = ghf_risk_severity(worst);
+                    if (sa > sb || (sa == sb && row0 + i < first)) {
+                        worst = ws;
+                        first = row0 + i;
+                    }
+                }
+            }
+        }
+        free(L);
+    }
+    free(mx);
+    *bad_row = first;
+    return oom ? -1 : worst;
 }
 
 /* x log(x / y) with 0 log 0 = 0 */

@@ -29,6 +29,14 @@ typedef struct ghf_risk_law {
 int ghf_risk_portfolios(const ghf_risk_law *law, int K, const double *alpha, size_t n_plan, const double *w,
                         int64_t n, int64_t row0, double *var, double *es, int64_t *bad_row);
 
+/* The same under a mixture of Kc laws (full form; the proportions prop
+ * [Kc]): the loss -w'X is a mixture of Kc univariate laws; VaR by root
+ * finding on its cdf, ES by the components' partial expectations (risk.c).
+ * Each portfolio on its own (no plan): the values depend on nothing else.
+ * Returns as ghf_risk_portfolios. */
+int ghf_risk_portfolios_mix(const ghf_risk_law *comp, const double *prop, int Kc, int K, const double *alpha,
+                            const double *w, int64_t n, int64_t row0, double *var, double *es, int64_t *bad_row);
+
 /* The factor form's w'Sigma w = |B'w|^2 + w'Dw, O(d nf) (B [d*nf] row-major,
  * D [d]); B'w into bw [nf] when bw is not NULL.  Shared with portopt.c. */
 double ghf_factor_quad(int d, int nf, const double *B, const double *D, const double *w, double *bw);

@@ -673,6 +673,114 @@ int ghf_uni_var_es(const ghf_uni_law *L, double alpha, double *var, double *es)
     return st;
 }
 
+int ghf_uni_mean_excess(const ghf_uni_law *L, double x, double *out)
+{
+    double pt = NAN, me = NAN;
+    const int k = uni_law_kind(L, &pt);
+    *out = NAN;
+    if (k < 0 || x != x) return GHF_UNI_EDOM;
+    if (k == 1) {
+        *out = pt > x ? pt - x : 0.0;
+        return GHF_UNI_OK;
+    }
+    const double u = (x - L->m) / L->s, beta = L->g / L->s;
+    if (uni_me_infinite(L->mix, beta)) {
+        *out = INFINITY;
+        return GHF_UNI_INF;
+    }
+    if (L->mix->gauss) {
+        *out = L->s * uni_psi(u - beta);
+        return GHF_UNI_OK;
+    }
+    uni_work W;
+    if (uni_work_init(&W)) return GHF_UNI_EACC;
+    const int st = uni_integral(&W, L->mix, u, beta, UNI_ME, &me);
+    uni_work_free(&W);
+    *out = L->s * me;
+    return st ? GHF_UNI_EACC : GHF_UNI_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Mixtures of K laws L[k] with proportions prop[k] (risk of a mixture fit,
+ * goodness of fit of its margins).
+ * -------------------------------------------------------------------------*/
+
+int ghf_uni_mixture_prob(const ghf_uni_law *L, const double *prop, int K, double x, int upper, double *out)
+{
+    double s = 0.0;
+    int st = GHF_UNI_OK;
+    for (int k = 0; k < K; k++) {
+        double v = NAN;
+        const int sk = upper ? ghf_uni_sf(&L[k], x, &v) : ghf_uni_cdf(&L[k], x, &v);
+        if (sk == GHF_UNI_EDOM || (sk && st != GHF_UNI_EDOM)) st = sk;
+        s += prop[k] * v;
+    }
+    *out = s;
+    return st;
+}
+
+typedef struct unimix_root {
+    const ghf_uni_law *L;
+    const double *prop;
+    int K, upper, st;
+    double target;
+} unimix_root;
+
+static double unimix_gap(double x, void *par)
+{
+    unimix_root *A = par;
+    double v = NAN;
+    const int st = ghf_uni_mixture_prob(A->L, A->prop, A->K, x, A->upper, &v);
+    if (st && A->st != GHF_UNI_EDOM) A->st = st;
+    return A->upper ? A->target - v : v - A->target; /* increasing in x */
+}
+
+int ghf_uni_mixture_quantile(const ghf_uni_law *L, const double *prop, int K, double prob, double *out)
+{
+    *out = NAN;
+    if (!(prob > 0.0 && prob < 1.0) || K < 1) return GHF_UNI_EDOM;
+    double lo = INFINITY, hi = -INFINITY;
+    int st = GHF_UNI_OK;
+    for (int k = 0; k < K; k++) {
+        double q = NAN;
+        const int sk = ghf_uni_quantile(&L[k], prob, &q);
+        if (sk == GHF_UNI_EDOM) return GHF_UNI_EDOM;
+        if (sk) st = sk;
+        lo = fmin(lo, q);
+        hi = fmax(hi, q);
+    }
+    if (!isfinite(lo) || !isfinite(hi)) return GHF_UNI_EDOM;
+    /* F = sum pi_k F_k is at most prob at the smallest component quantile and
+     * at least prob at the largest: the root lies between (equal components:
+     * their quantile).  The upper half is solved on the survival function. */
+    unimix_root A = {L, prop, K, prob > 0.5, GHF_UNI_OK, prob > 0.5 ? 1.0 - prob : prob};
+    double x = lo;
+    if (hi > lo) {
+        const double flo = unimix_gap(lo, &A), fhi = unimix_gap(hi, &A);
+        if (flo >= 0.0) x = lo;
+        else if (fhi <= 0.0) x = hi;
+        else {
+            gsl_function F = {unimix_gap, &A};
+            gsl_root_fsolver *sv = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
+            if (!sv) return GHF_UNI_EACC;
+            gsl_root_fsolver_set(sv, &F, lo, hi);
+            int rc = GSL_CONTINUE;
+            for (int it = 0; it < 200 && rc == GSL_CONTINUE; it++) {
+                if (gsl_root_fsolver_iterate(sv) != GSL_SUCCESS) break;
+                rc = gsl_root_test_interval(gsl_root_fsolver_x_lower(sv), gsl_root_fsolver_x_upper(sv),
+                                            1e-15 * (hi - lo), 1e-14);
+            }
+            x = gsl_root_fsolver_root(sv);
+            if (rc != GSL_SUCCESS && st == GHF_UNI_OK) st = GHF_UNI_EACC;
+            gsl_root_fsolver_free(sv);
+        }
+    }
+    if (A.st == GHF_UNI_EDOM) return GHF_UNI_EDOM;
+    if (A.st && st == GHF_UNI_OK) st = A.st;
+    *out = x;
+    return st;
+}
+
 /* VaR and ES with their partial derivatives in (m, g, s) (uni1d.h).  With
  * U = (L - m)/s = beta Y + sqrt(Y) Z, u = the standardised VaR and e the
  * standardised ES, both are positively homogeneous of degree 1 in (m, g, s)

@@ -82,6 +82,19 @@ int ghf_uni_isf(const ghf_uni_law *L, double q, double *out);
  * (VaR is still set). */
 int ghf_uni_var_es(const ghf_uni_law *L, double alpha, double *var, double *es);
 
+/* The mean excess E[(L - x)^+] (the partial expectation E[L 1{L > x}] is
+ * x P(L > x) + this): one quadrature; +inf with GHF_UNI_INF when the tail
+ * has no mean.  What the ES of a mixture of such laws sums (risk.c). */
+int ghf_uni_mean_excess(const ghf_uni_law *L, double x, double *out);
+
+/* A mixture of K laws L[k] with proportions prop[k] (summing to 1): its cdf
+ * (upper = 0) or survival function (upper = 1) at x, and its quantile at
+ * prob (GSL's Brent between the smallest and the largest component
+ * quantile, on the survival function above the median; K equal laws give
+ * their quantile).  The worst status of the pieces. */
+int ghf_uni_mixture_prob(const ghf_uni_law *L, const double *prop, int K, double x, int upper, double *out);
+int ghf_uni_mixture_quantile(const ghf_uni_law *L, const double *prop, int K, double prob, double *out);
+
 /* VaR and ES (as ghf_uni_var_es, s > 0) with their partial derivatives
  * dvar[3], des[3] in (m, g, s) (uni1d.c; docs/math.md "Gradients of VaR and
  * ES").  u_hint (may be NULL): in, a start for the standardised quantile

@@ -95,9 +95,16 @@ static int weighted(const ghf_lrt_fit *x)
     return !isnan(x->m->loglik_unweighted) && x->m->loglik_unweighted != x->s->loglik;
 }
 
+/* a mixture (n_components K >= 2): the LR between different K has no
+ * chi-square law (the smaller mixture is a boundary point, a proportion 0,
+ * where the extra component's parameters are not identified), and between
+ * mixtures of other families the nesting of the family table does not hold
+ * component by component: not tested */
+static int is_mixture(const ghf_lrt_fit *x) { return x->m->n_components >= 2; }
+
 static int usable(const ghf_lrt_fit *x)
 {
-    return isfinite(x->s->loglik) && strncmp(x->s->status, "failed", 6) != 0 && !weighted(x);
+    return isfinite(x->s->loglik) && strncmp(x->s->status, "failed", 6) != 0 && !weighted(x) && !is_mixture(x);
 }
 
 int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
@@ -145,6 +152,14 @@ int ghf_lrt_print(FILE *f, const ghf_lrt_fit *fits, int n)
         fprintf(f, "%s%d weighted fit%s not tested: a weighted log-likelihood ratio has no chi-square law%s\n",
                 printed ? "  (" : "\nlikelihood-ratio tests: ", n_weighted, n_weighted == 1 ? "" : "s",
                 printed ? ")" : "");
+    int n_mix = 0;
+    for (int i = 0; i < n; i++) n_mix += is_mixture(&fits[i]);
+    if (n_mix)
+        fprintf(f, "%s%d mixture fit%s (n_components >= 2) not tested: the likelihood ratio between different numbers "
+                   "of components has no chi-square law (the smaller mixture lies on the boundary, a proportion 0, "
+                   "where the extra component is not identified); compare K by BIC or ICL%s\n",
+                printed || n_weighted ? "  (" : "\nlikelihood-ratio tests: ", n_mix, n_mix == 1 ? "" : "s",
+                printed || n_weighted ? ")" : "");
     free(best);
     return printed;
 }

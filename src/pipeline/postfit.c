@@ -251,7 +251,7 @@ static int fit_gof_rows(post *q, const ghf_fit_spec *s, const ghf_fit_record *r,
     }
     const ghf_gof_input in = {law->d, fam == GHF_FAMILY_GAUSS, law->mu, law->gamma, law->sigma, law->p, law->a,
                               law->b, rows->x, (size_t)n, j->gof_qq, 20000, 4096, n * (d + 1) <= POST_GOF_PIT_MAX,
-                              NULL, q->beat, q->beat_arg};
+                              NULL, q->beat, q->beat_arg, {0}};
     ghf_gof_result res;
     char e[1024];
     if (ghf_gof_compute(&in, &res, e, sizeof e) != 0) { /* a law gof cannot check: noted, the job goes on */

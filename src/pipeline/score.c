@@ -41,11 +41,37 @@ int ghf_model_ref_parse(const char *ref, char *file, size_t file_len, char *name
     return 0;
 }
 
-/* Rank 0's law to every rank (d and the strings first, then the arrays). */
+/* Rank 0's law to every rank (d and the strings first, then the arrays; a
+ * mixture's proportions, then each component as a law). */
 static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
 {
-    int64_t meta[3] = {law->d, law->n_obs, law->symmetric};
-    MPI_Bcast(meta, 3, MPI_INT64_T, 0, comm);
+    int64_t meta[4] = {law->d, law->n_obs, law->symmetric, law->n_components};
+    MPI_Bcast(meta, 4, MPI_INT64_T, 0, comm);
+    if (meta[3] >= 2) { /* a mixture */
+        const int K = (int)meta[3];
+        MPI_Bcast(law->name, (int)sizeof law->name, MPI_CHAR, 0, comm);
+        MPI_Bcast(law->family, (int)sizeof law->family, MPI_CHAR, 0, comm);
+        MPI_Bcast(law->status, (int)sizeof law->status, MPI_CHAR, 0, comm);
+        if (rank != 0) {
+            law->d = (int)meta[0];
+            law->n_obs = meta[1];
+            law->symmetric = (int)meta[2];
+            law->p = law->a = law->b = NAN;
+            law->factors = -1;
+            law->prop = calloc((size_t)K, sizeof(double));
+            law->comp = calloc((size_t)K, sizeof(ghf_fit_law));
+            if (law->prop && law->comp) law->n_components = K;
+        }
+        if (ghf_any(comm, law->n_components != K)) return 1;
+        MPI_Bcast(law->prop, K, MPI_DOUBLE, 0, comm);
+        double sc[2] = {law->loglik, law->p_fixed};
+        MPI_Bcast(sc, 2, MPI_DOUBLE, 0, comm);
+        law->loglik = sc[0];
+        law->p_fixed = sc[1];
+        for (int k = 0; k < K; k++)
+            if (bcast_law(comm, rank, &law->comp[k])) return 1;
+        return 0;
+    }
     MPI_Bcast(law->name, (int)sizeof law->name, MPI_CHAR, 0, comm);
     MPI_Bcast(law->family, (int)sizeof law->family, MPI_CHAR, 0, comm);
     MPI_Bcast(law->status, (int)sizeof law->status, MPI_CHAR, 0, comm);
@@ -55,6 +81,7 @@ static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
         law->d = d;
         law->n_obs = meta[1];
         law->symmetric = (int)meta[2];
+        law->n_components = 1;
         law->mu = calloc((size_t)d, sizeof(double));
         law->gamma = calloc((size_t)d, sizeof(double));
         law->sigma = calloc((size_t)d * (size_t)d, sizeof(double));
@@ -74,8 +101,40 @@ static int bcast_law(MPI_Comm comm, int rank, ghf_fit_law *law)
     return 0;
 }
 
-/* Is the law one ghfit can evaluate?  0, or 2 with a message. */
+static int check_one(const char *file, const ghf_fit_law *law, ghf_family *fam, char *err, size_t errlen);
+
+/* Is the law one ghfit can evaluate?  0, or 2 with a message.  A mixture:
+ * every component, and its Sigma positive definite (named
+ * FILE:/fits/NAME/components/K/params/...). */
+int ghf_fit_law_check(const char *file, const ghf_fit_law *law, ghf_family *fam, char *err, size_t errlen)
+{
+    if (law->n_components < 2) return check_one(file, law, fam, err, errlen);
+    int st = 0;
+    double *L = malloc((size_t)law->d * (size_t)law->d * sizeof(double));
+    if (!L) {
+        snprintf(err, errlen, "%s:/fits/%s: out of memory for d = %d", file, law->name, law->d);
+        return 1;
+    }
+    for (int k = 0; !st && k < law->n_components; k++) {
+        ghf_fit_law c = law->comp[k];
+        snprintf(c.name, sizeof c.name, "%.40s/components/%d", law->name, k);
+        st = check_one(file, &c, fam, err, errlen);
+        if (!st && ghf_cholesky(law->d, c.sigma, L) != 0) {
+            snprintf(err, errlen, "%s:/fits/%s/params/sigma: not positive definite (component %d of the %d-component "
+                     "mixture)", file, c.name, k, law->n_components);
+            st = 2;
+        }
+    }
+    free(L);
+    return st;
+}
+
 static int check_law(const char *file, const ghf_fit_law *law, ghf_family *fam, char *err, size_t errlen)
+{
+    return ghf_fit_law_check(file, law, fam, err, errlen);
+}
+
+static int check_one(const char *file, const ghf_fit_law *law, ghf_family *fam, char *err, size_t errlen)
 {
     if (ghf_family_parse(law->family, fam) != 0) {
         snprintf(err, errlen, "%s:/fits/%s: unknown family '%s' (expected %s)", file, law->name, law->family,
@@ -111,7 +170,7 @@ int ghf_fit_law_load(MPI_Comm comm, const char *file, const char *name, ghf_fit_
     int rank;
     MPI_Comm_rank(comm, &rank);
     memset(law, 0, sizeof *law);
-    int st = rank == 0 ? ghf_h5_read_fit_law(file, name, law, err, errlen) : 0;
+    int st = rank == 0 ? ghf_h5_read_fit_any(file, name, law, err, errlen) : 0;
     if ((st = ghf_agree(comm, st, err, errlen)) != 0) {
         ghf_fit_law_free(law);
         return st;
@@ -130,7 +189,7 @@ int ghf_fit_law_load_local(const char *file, const char *name, ghf_fit_law *law,
                            size_t errlen)
 {
     memset(law, 0, sizeof *law);
-    int st = ghf_h5_read_fit_law(file, name, law, err, errlen);
+    int st = ghf_h5_read_fit_any(file, name, law, err, errlen);
     if (!st) st = check_law(file, law, fam, err, errlen);
     if (st) ghf_fit_law_free(law);
     return st;
@@ -405,6 +464,134 @@ static int eval_rows_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family f
     return ghf_agree(comm, st, err, errlen);
 }
 
+/* The log-likelihood sums of the combined rows of a mixture (r->ll, r->flag
+ * filled): per sub-block the eight lanes of eval_block, then eval_sums and
+ * the all-reduce of eval_rows_compute (the same bits on any number of ranks). */
+static int mix_sums(MPI_Comm comm, eval_rows *r, ghf_eval_result *res, char *err, size_t errlen)
+{
+    for (int64_t bi = 0; bi < r->nblk; bi++) {
+        const int64_t r0 = bi * GHF_SCORE_BLOCK;
+        const int nb = (int)(r->n - r0 < GHF_SCORE_BLOCK ? r->n - r0 : GHF_SCORE_BLOCK);
+        const double *ll = r->ll + r0;
+        double t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int nok = 0, nflag = 0;
+        for (int g = 0; g < nb; g += 8)
+            for (int k = 0; k < 8 && g + k < nb; k++) {
+                const int ok = r->flag[r0 + g + k] == 0;
+                t[k] += ok ? ll[g + k] : 0.0;
+                nok += ok;
+                nflag += !ok;
+            }
+        r->part[bi] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+        r->nok[bi] = nok;
+        r->nflag[bi] = nflag;
+    }
+    ghf_xsum acc;
+    int64_t cnt[2];
+    eval_sums(r, &acc, cnt);
+    MPI_Allreduce(MPI_IN_PLACE, cnt, 2, MPI_INT64_T, MPI_SUM, comm);
+    int st = 0;
+    if (ghf_xsum_allreduce(comm, &acc, 1) != 0) {
+        snprintf(err, errlen, "eval: the all-reduce of the log-likelihood failed");
+        st = 1;
+    }
+    res->n_obs = cnt[0];
+    res->n_nonfinite = cnt[1];
+    res->loglik = ghf_xsum_value(&acc);
+    return ghf_agree(comm, st, err, errlen);
+}
+
+/* Collective: a K-component mixture on the shard (its rows kept).  Each
+ * component's own pass (eval_rows_compute, two passes into arrays of its
+ * own), folded into the rows as it comes: a running log-sum-exp of l_k =
+ * log pi_k + log f_k(x) (max in r->ll, the scaled sum in sc), the scaled
+ * posterior sums of E[Y|x] and E[1/Y|x] (r->ey, r->eu), the MAP component
+ * (cl, first on ties) and its distance (r->q); tau [n][K] holds l_k until
+ * the end, then tau_k = exp(l_k - log f(x)).  Every row by the same
+ * operations in the same order on any number of ranks.  0, 1 or 2. */
+static int eval_mix_compute(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, const ghf_shard *sh,
+                            eval_rows *r, double *tau, int32_t *cl, ghf_eval_result *res, char *err, size_t errlen)
+{
+    const int K = law->n_components;
+    const int64_t n = sh->nrows;
+    double *sc = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    int st = ghf_agree(comm, sc ? 0 : 1, err, errlen);
+    if (st) {
+        snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)n);
+        free(sc);
+        return st;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        r->ll[i] = -INFINITY;
+        sc[i] = r->ey[i] = r->eu[i] = 0.0;
+        r->q[i] = NAN;
+        cl[i] = -1;
+    }
+    eval_rows c; /* each component's pass, into the same arrays (flags cleared before each) */
+    const int oom = rows_alloc(&c, n, NULL, sh->d, fam != GHF_FAMILY_GAUSS, 0) != 0;
+    if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)n);
+    st = ghf_agree(comm, oom, err, errlen);
+    for (int k = 0; !st && k < K; k++) {
+        ghf_eval_result rk;
+        memset(&rk, 0, sizeof rk);
+        memset(c.flag, 0, (size_t)(n > 0 ? n : 1));
+        if ((st = eval_rows_compute(comm, &law->comp[k], fam, sh, &c, &rk, err, errlen)) == 2 &&
+            err[0] == '/') {
+            char e2[1200]; /* name the component */
+            snprintf(e2, sizeof e2, "/fits/%s/components/%d: %.1000s", law->name, k, strchr(err, ' ') + 1);
+            snprintf(err, errlen, "%s", e2);
+        }
+        const double lp = log(law->prop[k]);
+        for (int64_t i = 0; !st && i < n; i++) {
+            if (c.flag[i] == 1) { /* a non-finite row: the same for every component */
+                r->flag[i] = 1;
+                continue;
+            }
+            const double l = lp + c.ll[i];
+            tau[i * K + k] = l;
+            if (isnan(l) || isnan(sc[i])) { /* a component without a density here: the mixture has none */
+                sc[i] = NAN;
+                continue;
+            }
+            if (l == -INFINITY) continue;
+            const double ey = fam == GHF_FAMILY_GAUSS ? 1.0 : c.ey[i], eu = fam == GHF_FAMILY_GAUSS ? 1.0 : c.eu[i];
+            if (l > r->ll[i]) { /* a new maximum: rescale the sums, the MAP moves */
+                const double f = r->ll[i] == -INFINITY ? 0.0 : exp(r->ll[i] - l);
+                sc[i] = sc[i] * f + 1.0;
+                r->ey[i] = r->ey[i] * f + ey;
+                r->eu[i] = r->eu[i] * f + eu;
+                r->ll[i] = l;
+                r->q[i] = c.q[i];
+                cl[i] = k;
+            } else {
+                const double e = exp(l - r->ll[i]);
+                sc[i] += e;
+                r->ey[i] += e * ey;
+                r->eu[i] += e * eu;
+            }
+        }
+    }
+    rows_free(&c);
+    for (int64_t i = 0; !st && i < n; i++) {
+        const double lf = r->ll[i] + log(sc[i]);
+        if (r->flag[i] == 0 && fabs(lf) <= DBL_MAX) {
+            for (int k = 0; k < K; k++) tau[i * K + k] = exp(tau[i * K + k] - lf);
+            r->ey[i] /= sc[i];
+            r->eu[i] /= sc[i];
+            r->ll[i] = lf;
+            continue;
+        }
+        if (r->flag[i] == 0) r->flag[i] = 2; /* a finite row whose log-density is not */
+        r->ll[i] = r->flag[i] == 1 ? NAN : isnan(sc[i]) ? NAN : lf;
+        r->ey[i] = r->eu[i] = r->q[i] = NAN;
+        for (int k = 0; k < K; k++) tau[i * K + k] = NAN;
+        cl[i] = -1;
+    }
+    free(sc);
+    if (!st) st = mix_sums(comm, r, res, err, errlen);
+    return st;
+}
+
 int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_shard *sh, int spend_x,
                      double *loglik, int64_t *n_obs, char *err, size_t errlen)
 {
@@ -422,21 +609,35 @@ int ghf_score_loglik(MPI_Comm comm, const ghf_fit_law *law, ghf_family fam, ghf_
     return st;
 }
 
-/* Collective: the output file. */
+/* Collective: the output file (a mixture: tau [n][K] and cl [n] too). */
 static int eval_write(MPI_Comm comm, const ghf_eval_opts *o, const ghf_shard *sh, const eval_rows *r,
-                      const ghf_eval_result *res, char *err, size_t errlen)
+                      const ghf_eval_result *res, int K, const double *tau, const int32_t *cl, char *err,
+                      size_t errlen)
 {
     /* one pass: ll, ey, eu (and the distance when d >= 4) in sub-blocks of the rows' memory */
     const int64_t B = r->one ? GHF_SCORE_BLOCK : 0;
     const int qb = r->one && r->d >= 4;
+    const int mix = K >= 2;
     const ghf_h5_column cols[] = {
-        {"/logpdf", 0, B ? r->blk : r->ll, "log-density of the row under the fitted law (natural log)", B, r->d, 0},
-        {"/mahalanobis", 0, qb ? r->blk : r->q, "sqrt((x - mu)' Sigma^-1 (x - mu)) with the fit's mu and Sigma",
-         qb ? B : 0, r->d, qb ? 3 : 0},
-        {"/e_y", 0, B ? r->blk : r->ey, "E[Y | x]: posterior mean of the mixing variable", B, r->d, 1},
-        {"/e_invy", 0, B ? r->blk : r->eu, "E[1/Y | x]: posterior mean of the inverse mixing variable", B, r->d, 2},
+        {"/logpdf", 0, B ? r->blk : r->ll,
+         mix ? "log-density of the row under the fitted mixture (natural log)"
+             : "log-density of the row under the fitted law (natural log)", B, r->d, 0, 0, 0},
+        {"/mahalanobis", 0, qb ? r->blk : r->q,
+         mix ? "sqrt((x - mu_c)' Sigma_c^-1 (x - mu_c)) under the row's MAP component c"
+             : "sqrt((x - mu)' Sigma^-1 (x - mu)) with the fit's mu and Sigma",
+         qb ? B : 0, r->d, qb ? 3 : 0, 0, 0},
+        {"/e_y", 0, B ? r->blk : r->ey,
+         mix ? "E[Y | x]: posterior mean of the mixing variable over the mixture (sum_k tau_k E_k[Y | x])"
+             : "E[Y | x]: posterior mean of the mixing variable", B, r->d, 1, 0, 0},
+        {"/e_invy", 0, B ? r->blk : r->eu,
+         mix ? "E[1/Y | x]: posterior mean of the inverse mixing variable over the mixture"
+             : "E[1/Y | x]: posterior mean of the inverse mixing variable", B, r->d, 2, 0, 0},
         {"/nonfinite", 1, r->flag, "0: finite row; 1: the row holds a non-finite value (its values NaN); "
-                                   "2: its log-density is not finite", 0, 0, 0}};
+                                   "2: its log-density is not finite", 0, 0, 0, 0, 0},
+        {"/responsibility", 0, tau, "tau_ik = pi_k f_k(x_i) / f(x_i): the posterior probability of component k "
+                                    "(NaN for rows flagged 1 or 2)", 0, 0, 0, K, 0},
+        {"/cluster", 0, cl, "the MAP component argmax_k tau_ik (0-based, the order of components/); -1 for rows "
+                            "flagged 1 or 2", 0, 0, 0, 0, 1}};
     const double mean = res->n_obs > 0 ? res->loglik / (double)res->n_obs : NAN;
     const ghf_h5_attr root[] = {
         {"loglik", GHF_H5_ATTR_F64, NULL, res->loglik, 0},
@@ -449,9 +650,10 @@ static int eval_write(MPI_Comm comm, const ghf_eval_opts *o, const ghf_shard *sh
         {"family", GHF_H5_ATTR_STR, res->family, 0, 0},
         {"data_file", GHF_H5_ATTR_STR, o->data, 0, 0},
         {"dataset", GHF_H5_ATTR_STR, o->dataset && *o->dataset ? o->dataset : "/X", 0, 0},
-        {"dim", GHF_H5_ATTR_I64, NULL, 0, res->d}};
-    return ghf_h5_write_columns(comm, o->out, "ghfit_scores_version", res->n_rows, sh->row0, sh->nrows, 5, cols,
-                                (int)(sizeof root / sizeof root[0]), root, err, errlen);
+        {"dim", GHF_H5_ATTR_I64, NULL, 0, res->d},
+        {"n_components", GHF_H5_ATTR_I64, NULL, 0, K >= 2 ? K : 1}};
+    return ghf_h5_write_columns(comm, o->out, "ghfit_scores_version", res->n_rows, sh->row0, sh->nrows,
+                                mix ? 7 : 5, cols, (int)(sizeof root / sizeof root[0]), root, err, errlen);
 }
 
 int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, char *err, size_t errlen)
@@ -466,6 +668,7 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
     snprintf(res->fit_name, sizeof res->fit_name, "%s", law.name);
     snprintf(res->family, sizeof res->family, "%s", law.family);
     res->d = law.d;
+    res->n_components = law.n_components;
     /* the data set (its shape), the output, the lock */
     const ghf_io_plan plan = ghf_eval_plan(o, size);
     int64_t n = 0;
@@ -483,24 +686,42 @@ int ghf_eval_run(MPI_Comm comm, const ghf_eval_opts *o, ghf_eval_result *res, ch
                                   .granule = GHF_ROW_BLOCK};
         st = ghf_h5_read_shard(comm, &ro, &sh, err, errlen);
     }
-    if (!st) {
+    const int K = law.n_components;
+    double *tau = NULL;
+    int32_t *cl = NULL;
+    if (!st && K >= 2) { /* a mixture: the components' passes keep the rows; the combined rows, tau, cl */
+        const size_t m = (size_t)(sh.nrows > 0 ? sh.nrows : 1);
+        tau = malloc(m * (size_t)K * sizeof(double));
+        cl = malloc(m * sizeof(int32_t));
+        const int oom = rows_alloc(&r, sh.nrows, NULL, sh.d, 0, 0) != 0 || !tau || !cl;
+        if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh.nrows);
+        st = ghf_agree(comm, oom, err, errlen);
+    } else if (!st) {
         const int one = eval_one_pass(comm, &sh, 1, fam);
         const int oom = rows_alloc(&r, sh.nrows, sh.x, sh.d, fam != GHF_FAMILY_GAUSS, one) != 0; /* the pass destroys sh.x */
         if (oom) snprintf(err, errlen, "eval: out of memory for %lld rows", (long long)sh.nrows);
         st = ghf_agree(comm, oom, err, errlen);
     }
     double t1 = MPI_Wtime();
-    if (!st && (st = eval_rows_compute(comm, &law, fam, &sh, &r, res, err, errlen)) == 2 && err[0] == '/') {
+    if (!st && K >= 2) {
+        if ((st = eval_mix_compute(comm, &law, fam, &sh, &r, tau, cl, res, err, errlen)) == 2 && err[0] == '/') {
+            char e2[1200];
+            snprintf(e2, sizeof e2, "%.500s:%.690s", o->model_file, err);
+            snprintf(err, errlen, "%s", e2);
+        }
+    } else if (!st && (st = eval_rows_compute(comm, &law, fam, &sh, &r, res, err, errlen)) == 2 && err[0] == '/') {
         char e2[1200]; /* "/fits/NAME: not a valid law ..." -> "FILE:/fits/NAME: ..." */
         snprintf(e2, sizeof e2, "%.500s:%.690s", o->model_file, err);
         snprintf(err, errlen, "%s", e2);
     }
     double t2 = MPI_Wtime();
-    if (!st) st = eval_write(comm, o, &sh, &r, res, err, errlen);
+    if (!st) st = eval_write(comm, o, &sh, &r, res, K, tau, cl, err, errlen);
     res->seconds_read = t1 - t0;
     res->seconds_eval = t2 - t1;
     res->seconds_write = MPI_Wtime() - t2;
     rows_free(&r);
+    free(tau);
+    free(cl);
     ghf_shard_free(&sh);
     ghf_fit_law_free(&law);
     return st;

@@ -17,11 +17,17 @@
 int ghf_model_ref_parse(const char *ref, char *file, size_t file_len, char *name, size_t name_len, char *err,
                         size_t errlen);
 
-/* Collective: rank 0 reads the fit (ghf_h5_read_fit_law), every rank gets
- * it and its family; a failed fit (non-finite parameters) or an unknown
- * family is status 2.  On success free *law with ghf_fit_law_free. */
+/* Collective: rank 0 reads the fit (ghf_h5_read_fit_any: a single law or a
+ * mixture), every rank gets it and its family; a failed fit (non-finite
+ * parameters) or an unknown family is status 2; callers that need a single
+ * law refuse law->n_components >= 2 themselves.  On success free *law with ghf_fit_law_free. */
 int ghf_fit_law_load(MPI_Comm comm, const char *file, const char *name, ghf_fit_law *law, ghf_family *fam,
                      char *err, size_t errlen);
+
+/* The checks of ghf_fit_law_load on a law read (a known family, finite
+ * parameters in its domain; a mixture: every component, its Sigma positive
+ * definite).  0, or 1/2 with a message naming the file, fit and dataset. */
+int ghf_fit_law_check(const char *file, const ghf_fit_law *law, ghf_family *fam, char *err, size_t errlen);
 
 /* Serial (one process, no MPI; `ghfit check`): what ghf_fit_law_load
  * reads and checks, with the same messages.  0, or 1 / 2 with a message. */
@@ -47,6 +53,7 @@ typedef struct ghf_eval_result {
     double seconds_read, seconds_eval, seconds_write;
     char fit_name[64], family[16];
     int d;
+    int n_components; /* K of a mixture, 1 for a single law */
 } ghf_eval_result;
 
 /* The inputs and the output `ghfit eval` checks before it reads the rows. */

@@ -15,12 +15,16 @@ int ghf_sort_key_parse(const char *s, ghf_sort_key *k)
     else if (!strcmp(s, "bic")) *k = GHF_SORT_BIC;
     else if (!strcmp(s, "loglik")) *k = GHF_SORT_LOGLIK;
     else if (!strcmp(s, "name")) *k = GHF_SORT_NAME;
+    else if (!strcmp(s, "icl")) *k = GHF_SORT_ICL;
     else if (!strcmp(s, "none")) *k = GHF_SORT_NONE;
     else return -1;
     return 0;
 }
 
 static ghf_sort_key g_key;
+
+/* ICL of a row: a mixture's, a single law's BIC (K = 1: no entropy term) */
+static double icl_of(const ghf_summary_row *r) { return r->n_components >= 2 ? r->icl : r->s.bic; }
 
 /* NaN sorts last */
 static int cmp_num(double a, double b)
@@ -37,6 +41,7 @@ static int cmp_rows(const void *pa, const void *pb)
     switch (g_key) {
     case GHF_SORT_AIC: c = cmp_num(a->s.aic, b->s.aic); break;
     case GHF_SORT_BIC: c = cmp_num(a->s.bic, b->s.bic); break;
+    case GHF_SORT_ICL: c = cmp_num(icl_of(a), icl_of(b)); break;
     case GHF_SORT_LOGLIK: c = -cmp_num(a->s.loglik, b->s.loglik); if (isnan(a->s.loglik) || isnan(b->s.loglik)) c = -c; break;
     default: break;
     }
@@ -63,11 +68,17 @@ void ghf_summary_print(FILE *f, ghf_summary_row *rows, int n, ghf_sort_key key)
         }
     }
     if (wfile > 0 && wfile < 4) wfile = 4;
-    const char *dname = key == GHF_SORT_AIC ? "dAIC" : key == GHF_SORT_BIC ? "dBIC" : key == GHF_SORT_LOGLIK ? "dloglik" : NULL;
+    int mix = 0; /* the selection over K: K and ICL beside BIC */
+    for (int i = 0; i < n; i++) mix |= rows[i].n_components >= 2;
+    const char *dname = key == GHF_SORT_AIC ? "dAIC" : key == GHF_SORT_BIC ? "dBIC" : key == GHF_SORT_LOGLIK ? "dloglik"
+                        : key == GHF_SORT_ICL ? "dICL" : NULL;
     double best = NAN;
-    if (dname && n > 0) best = key == GHF_SORT_AIC ? rows[0].s.aic : key == GHF_SORT_BIC ? rows[0].s.bic : rows[0].s.loglik;
+    if (dname && n > 0)
+        best = key == GHF_SORT_AIC ? rows[0].s.aic : key == GHF_SORT_BIC ? rows[0].s.bic
+               : key == GHF_SORT_ICL ? icl_of(&rows[0]) : rows[0].s.loglik;
     if (wfile) fprintf(f, "%-*s  ", wfile, "file");
     fprintf(f, "%-*s  %-6s %10s %4s %22s %16s %16s", wname, "name", "family", "n", "d", "loglik", "aic", "bic");
+    if (mix) fprintf(f, " %3s %16s", "K", "icl");
     if (dname) fprintf(f, " %12s", dname);
     fprintf(f, " %6s %4s %9s\n", "iters", "conv", "seconds");
     for (int i = 0; i < n; i++) {
@@ -75,8 +86,13 @@ void ghf_summary_print(FILE *f, ghf_summary_row *rows, int n, ghf_sort_key key)
         if (wfile) fprintf(f, "%-*s  ", wfile, rows[i].file ? rows[i].file : "");
         fprintf(f, "%-*s  %-6s %10lld %4d %22.15e %16.8e %16.8e", wname, s->name, s->family, (long long)s->n, s->d,
                 s->loglik, s->aic, s->bic);
+        if (mix) {
+            const int K = rows[i].n_components >= 2 ? rows[i].n_components : 1;
+            fprintf(f, " %3d %16.8e", K, icl_of(&rows[i]));
+        }
         if (dname) {
-            const double v = key == GHF_SORT_AIC ? s->aic : key == GHF_SORT_BIC ? s->bic : s->loglik;
+            const double v = key == GHF_SORT_AIC ? s->aic : key == GHF_SORT_BIC ? s->bic
+                             : key == GHF_SORT_ICL ? icl_of(&rows[i]) : s->loglik;
             fprintf(f, " %12.4f", key == GHF_SORT_LOGLIK ? best - v : v - best);
         }
         const int failed = strncmp(s->status, "failed", 6) == 0;
