@@ -116,7 +116,7 @@ const char *ghf__em_line_prefix(em_loop *L)
 
 static int loop_alloc(em_loop *L, int d)
 {
-    return ghf_params_alloc(&L->nx, d) || ghf_params_alloc(&L->th2, d) || ghf_params_alloc(&L->thx, d) ||
+    return ghf_params_alloc(&L->nx, d) || ghf_params_alloc(&L->th2, d) || ghf_params_alloc(&L->thx, d) || ghf_params_alloc(&L->thy, d) ||
            ghf_params_alloc(&L->cyc_cur, d) || ghf_params_alloc(&L->cyc_prev, d) || ghf_params_alloc(&L->gauss, d);
 }
 
@@ -125,6 +125,7 @@ static void loop_free(em_loop *L)
     ghf_params_free(&L->nx);
     ghf_params_free(&L->th2);
     ghf_params_free(&L->thx);
+    ghf_params_free(&L->thy);
     ghf_params_free(&L->cyc_cur);
     ghf_params_free(&L->cyc_prev);
     ghf_params_free(&L->gauss);
@@ -186,6 +187,8 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     L.max_iter = o->max_iter < 0 ? 0 : o->max_iter;
     L.print = !o->quiet && e.rank == 0;
     L.lab = o->label ? o->label : "";
+    L.err = err;
+    L.errlen = errlen;
     ghf_em_state *st = &L.st;
     int rc = 0;
     double be_e0 = be->t_estep, be_a0 = be->t_allreduce;
