@@ -24,8 +24,10 @@
 #     symmetric one: a fit below it is a failure of the fit, not of the model);
 #     status converged or "boundary: the numerical limit" (the MLE explains
 #     the row by a mixing variable ~ |x| / |gamma| that the statistics cannot
-#     hold beside the other rows' at 1e20 and FLT_MAX), within 10 x the clean
-#     fit's iterations + 100 (they ran to the 5,000-iteration limit before);
+#     hold beside the other rows' at 1e20 and FLT_MAX), within 5 x the clean
+#     fit's iterations + 30 (the 1e6 rows: 70-130 against 23-34 clean, as the MLE
+#     moves; before the gamma-scale steps of em_squarem.c: 200-2,300, and the
+#     5,000-iteration limit at 1e20 and FLT_MAX);
 #   - gauss: the closed form, E X_0 the mean of the column with the row
 #     (1e-9 relative): the Gaussian fit is genuinely moved by the row.
 # (The skewed fits move the skewness towards the row: the MLE, whose tail
@@ -110,12 +112,12 @@ for v in 1e6 1e20 fltmax; do
             { echo "FAIL $tag: mu [$mu] p $p, clean [${CMU[$f]}] p ${CP[$f]}"; bad=1; }
         fi;;
       gh|t|nig)
-        # ends within 10 x the clean fit's iterations + 100 (the 5,000-iteration
+        # ends within 5 x the clean fit's iterations + 30 (the 5,000-iteration
         # limit before the gamma-scale steps of em_squarem.c), converged or at
         # the numerical limit (the row's terms in the statistics), never at
         # the iteration limit
         case "$st" in converged*|"boundary: the numerical limit"*) ;; *) echo "FAIL $tag: status $st"; bad=1;; esac
-        [ "$it" -le $((10 * CIT[$f] + 100)) ] || { echo "FAIL $tag: $it iterations, clean ${CIT[$f]}"; bad=1; }
+        [ "$it" -le $((5 * CIT[$f] + 30)) ] || { echo "FAIL $tag: $it iterations, clean ${CIT[$f]}"; bad=1; }
         eval "sl=\$LL_${f}_sym"
         awk -v a="$ll" -v b="$sl" 'BEGIN { t = 1e-9 * (b < 0 ? -b : b); exit !(a >= b - t) }' ||
           { echo "FAIL $tag: loglik $ll below the symmetric fit's $sl"; bad=1; };;

@@ -122,22 +122,71 @@ int ghf__em_squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_
 /* One candidate for sq_lengthen: L->thy (E-step at it); kept in L->thx if
  * its log-likelihood beats *llx by the margin.  Returns 1 if kept, 0 if not,
  * -1 on a run-time error. */
-static int sq_try(em_loop *L, ghf_em_result *r, double *llx)
+static int sq_try(em_loop *L, ghf_em_result *r, double *llx, double *ll_out)
 {
     em_ctx *e = L->e;
+    *ll_out = NAN;
     if (ghf_derive(&L->thy, &e->g) != 0) return 0;
     ghf_params_normalize(&L->thy, e->g.logdet);
     const int erc = ghf__em_estep(e, &L->thy, 0, L->err, L->errlen);
     r->n_estep++;
     if (erc == 1) return -1;
     const double ll = e->stats[GHF_ST_LL];
-    if (!(erc == 0 && ghf__em_estep_ok(e) && ll > *llx + GHF_LL_MARGIN * fmax(1.0, fabs(*llx)))) return 0;
     /* only where the log-likelihood is exact to 1e-12 (the limit of ghf__em_step_plain) */
-    if (4.0 * DBL_EPSILON * e->stats[GHF_ST_ZWABS] > 1e-12 * fmax(1.0, fabs(ll))) return 0;
+    if (!(erc == 0 && ghf__em_estep_ok(e)) || 4.0 * DBL_EPSILON * e->stats[GHF_ST_ZWABS] > 1e-12 * fmax(1.0, fabs(ll)))
+        return 0;
+    *ll_out = ll;
+    if (!(ll > *llx + GHF_LL_MARGIN * fmax(1.0, fabs(*llx)))) return 0;
     *llx = ll;
     ghf_params_copy(&L->thx, &L->thy);
     memcpy(e->saved, e->stats, (size_t)e->len * sizeof(double));
     return 1;
+}
+
+/* The scale of gamma: L->thy = L->thx with gamma e^t and mu moved so that
+ * the bulk stays: mu - (e^t - 1) gamma ey.  ey is the law's E[Y] where that
+ * is the bulk's (E[Y] E[1/Y] <= 2), else 1/s1 (mu's complete-data M-step
+ * given gamma, sum u_i (x_i - mu) = n gamma, at the statistics of thx). */
+static double sq_gamma_ey(const em_loop *L)
+{
+    const ghf_gig_moments gm = ghf_gig_moments_eval(L->thx.p, L->thx.a, L->thx.b);
+    const double s1 = L->e->saved[GHF_ST_S1] / L->e->saved[GHF_ST_N];
+    return isfinite(gm.e_y) && gm.e_y * gm.e_inv <= 2.0 ? gm.e_y : 1.0 / s1;
+}
+
+static void sq_gamma_scaled(em_loop *L, double t, double ey)
+{
+    const double f = exp(t);
+    ghf_params_copy(&L->thy, &L->thx);
+    for (int j = 0; j < L->e->d; j++) {
+        L->thy.gamma[j] *= f;
+        L->thy.mu[j] -= (f - 1.0) * L->thx.gamma[j] * ey;
+    }
+}
+
+/* d loglik / dt of sq_gamma_scaled at t = 0, from the E-step statistics of
+ * thx (Fisher's identity: the expected complete-data score),
+ *   gamma' Lambda (S4 - n mu - S2 gamma) - ey gamma' Lambda (S5 - S1 mu - n gamma),
+ * Lambda = Sigma^-1 = L^-T L^-1 (e->g derived at thx). */
+static double sq_gamma_slope(const em_loop *L, double ey)
+{
+    const em_ctx *e = L->e;
+    const int d = e->d;
+    const double *st = e->saved, *mu = L->thx.mu, *ga = L->thx.gamma;
+    const double n = st[GHF_ST_N], S1 = st[GHF_ST_S1], S2 = st[GHF_ST_S2];
+    const double *S4 = st + GHF_ST_S4, *S5 = st + ghf_stats_s5(d);
+    double g = 0.0;
+    for (int i = 0; i < d; i++) {
+        /* row i of L^-1 applied to the two residual vectors */
+        double a1 = 0.0, a2 = 0.0;
+        for (int j = 0; j <= i; j++) {
+            const double li = e->g.Linv[i * d + j];
+            a1 += li * (S4[j] - n * mu[j] - S2 * ga[j]);
+            a2 += li * (S5[j] - S1 * mu[j] - n * ga[j]);
+        }
+        g += e->g.w[i] * (a1 - ey * a2);
+    }
+    return g;
 }
 
 static int sq_lengthen(em_loop *L, ghf_em_result *r, double *llx)
@@ -146,36 +195,43 @@ static int sq_lengthen(em_loop *L, ghf_em_result *r, double *llx)
     const ghf_em_state *st = &L->st;
     const double fixed_p = ghf_model_fixed_p(&e->model, e->d);
     const size_t nb = (size_t)e->len * sizeof(double);
-    int rc = 0, nt = 0;
+    int rc = 0;
+    double ll1;
     memcpy(e->saved, e->stats, nb);
     if (L->sq_alpha <= -GHF_SQ_MAX_STEP) {
         double alpha = L->sq_alpha;
         for (int i = 0; i < GHF_SQ_GROW_MAX; i++) {
             alpha *= GHF_SQ_GROW;
             if (ghf__em_squarem_point(&L->cyc_cur, &st->prev, &L->th2, fixed_p, alpha, &L->thy, NULL) != 0) break;
-            nt++;
-            if ((rc = sq_try(L, r, llx)) != 1) break;
+            if ((rc = sq_try(L, r, llx, &ll1)) != 1) break;
         }
     }
-    /* the scale of gamma alone */
+    /* the scale of gamma alone: x4 while the log-likelihood rises, then one
+     * step to the top of the parabola through the value and slope at the
+     * last point and the value at x4 */
     if (rc >= 0 && !e->model.symmetric) {
-        double f = GHF_SQ_GROW;
-        while (f > 1.1) {
-            ghf_params_copy(&L->thy, &L->thx);
-            /* mu follows: the mean mu + gamma E[Y] held where the law's
-             * E[Y] is that of its bulk (E[Y] E[1/Y] <= 2), else mu's
-             * complete-data M-step given gamma, sum u_i (x_i - mu) = n gamma */
-            const ghf_gig_moments gm = ghf_gig_moments_eval(L->thx.p, L->thx.a, L->thx.b);
-            const double s1 = e->saved[GHF_ST_S1] / e->saved[GHF_ST_N];
-            const double ey = isfinite(gm.e_y) && gm.e_y * gm.e_inv <= 2.0 ? gm.e_y : 1.0 / s1;
-            for (int j = 0; j < e->d; j++) {
-                L->thy.gamma[j] *= f;
-                L->thy.mu[j] -= (f - 1.0) * L->thx.gamma[j] * ey;
+        const double t1 = log(GHF_SQ_GROW);
+        for (int i = 0; i < GHF_SQ_GROW_MAX; i++) {
+            const double ey = sq_gamma_ey(L), ll0 = *llx;
+            sq_gamma_scaled(L, t1, ey);
+            rc = sq_try(L, r, llx, &ll1);
+            if (rc != 0) {
+                if (rc < 0) break;
+                continue;
             }
-            nt++;
-            rc = sq_try(L, r, llx);
-            if (rc < 0) break;
-            if (rc == 0) f = sqrt(f);
+            if (isfinite(ll1) && ghf_derive(&L->thx, &e->g) == 0) {
+                const double g0 = sq_gamma_slope(L, ey), c = (ll1 - ll0 - g0 * t1) / (t1 * t1);
+                if (c < 0.0 && isfinite(g0)) {
+                    sq_gamma_scaled(L, fmax(-t1, fmin(t1, -g0 / (2.0 * c))), ey);
+                    if ((rc = sq_try(L, r, llx, &ll1)) != 0) break;
+                }
+            }
+            /* no parabola, or its top no better: x2, x2^(1/2), x2^(1/4) */
+            for (double t = 0.5 * t1; t > 0.1 && rc == 0; t *= 0.5) {
+                sq_gamma_scaled(L, t, ey);
+                rc = sq_try(L, r, llx, &ll1);
+            }
+            break;
         }
     }
     if (rc < 0) return 1;
