@@ -234,7 +234,9 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
      * iterates therefore never lose likelihood beyond 1e-13 relative.  Cycles
      * carry no memory, and every check decides on (theta_k, theta_{k-1}, the
      * trace), so the state at a cycle start (what on_state sees) is all a
-     * resumed run needs to repeat the same arithmetic. */
+     * resumed run needs to repeat the same arithmetic.  With a gross outlier
+     * (o->outlier_note) an accepted theta' is improved further within its
+     * cycle: longer steps, the size of gamma (em_squarem.c, sq_lengthen). */
     L.phase = PH_CYCLE_START;
     L.cyc_iter = st->iter;
     L.ll_th1 = -INFINITY;

@@ -105,23 +105,10 @@ int ghf__em_squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_
     return rc;
 }
 
-/* Data with a gross outlier (o->outlier_note): a skewed fit explains the row
- * by a mixing variable Y ~ |x|/|gamma| whose posterior is nearly a point
- * mass, so EM's rate tends to 1 along the skewness: each step moves
- * |L^-1 gamma| by about |P + 1/2| / |L^-1 (x - mu)| only (math.md 5.2), a
- * constant crawl that SQUAREM's capped steps cannot escape.  An extrapolated
- * point accepted at the cap is therefore lengthened along the same cycle's
- * curve theta_k - 2 alpha r + alpha^2 v, alpha x4 at a time, while the
- * log-likelihood increases (as SQUAREM's step-length control of Varadhan
- * and Roland, within one cycle so that the cycle start stays the whole
- * state).  Every decision is on all-reduced log-likelihoods with the margin
- * GHF_LL_MARGIN, so every rank count takes the same path.  On return
- * L->thx is the longest accepted point, with its log-likelihood, and
- * e->stats and e->g are those of its E-step.  Returns 0, or 1 on a run-time
- * error (message in L->err). */
-/* One candidate for sq_lengthen: L->thy (E-step at it); kept in L->thx if
- * its log-likelihood beats *llx by the margin.  Returns 1 if kept, 0 if not,
- * -1 on a run-time error. */
+/* One candidate for sq_lengthen: L->thy (E-step at it); kept in L->thx (its
+ * statistics in e->saved) if its log-likelihood beats *llx by the margin.
+ * *ll_out: its log-likelihood where finite and exact to 1e-12, else NaN.
+ * Returns 1 if kept, 0 if not, -1 on a run-time error. */
 static int sq_try(em_loop *L, ghf_em_result *r, double *llx, double *ll_out)
 {
     em_ctx *e = L->e;
@@ -189,6 +176,22 @@ static double sq_gamma_slope(const em_loop *L, double ey)
     return g;
 }
 
+/* Data with a gross outlier (o->outlier_note): a skewed fit explains the row
+ * by a mixing variable Y ~ |x|/|gamma| whose posterior is nearly a point
+ * mass, so EM's rate tends to 1 along the skewness: each step moves
+ * |L^-1 gamma| by about |P + 1/2| / |L^-1 (x - mu)| only (math.md 5.2), a
+ * constant crawl that SQUAREM's capped steps cannot escape.  An extrapolated
+ * point accepted at the cap is therefore lengthened along the same cycle's
+ * curve theta_k - 2 alpha r + alpha^2 v, alpha x4 at a time, while the
+ * log-likelihood increases (as SQUAREM's step-length control of Varadhan
+ * and Roland, within one cycle so that the cycle start stays the whole
+ * state).  Then (skewed fits) the size of gamma itself is searched, the
+ * bulk's location held (sq_gamma_scaled; math.md 5.2).  Only candidates
+ * whose log-likelihood is exact to 1e-12 are kept.  Every decision is on all-reduced log-likelihoods with the margin
+ * GHF_LL_MARGIN, so every rank count takes the same path.  On return
+ * L->thx is the best accepted point, with its log-likelihood, and
+ * e->stats and e->g are those of its E-step.  Returns 0, or 1 on a run-time
+ * error (message in L->err). */
 static int sq_lengthen(em_loop *L, ghf_em_result *r, double *llx)
 {
     em_ctx *e = L->e;
