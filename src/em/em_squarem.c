@@ -212,7 +212,9 @@ static int sq_lengthen(em_loop *L, ghf_em_result *r, double *llx)
     /* the scale of gamma alone: x4 while the log-likelihood rises, then one
      * step to the top of the parabola through the value and slope at the
      * last point and the value at x4 */
-    if (rc >= 0 && !e->model.symmetric) {
+    double g2 = 0.0;
+    for (int j = 0; j < e->d; j++) g2 += L->thx.gamma[j] * L->thx.gamma[j];
+    if (rc >= 0 && !e->model.symmetric && g2 > 0.0) {
         const double t1 = log(GHF_SQ_GROW);
         for (int i = 0; i < GHF_SQ_GROW_MAX; i++) {
             const double ey = sq_gamma_ey(L), ll0 = *llx;
