@@ -126,6 +126,7 @@ class Law:
     b: float = math.nan
     family: str = "gh"
     _chol: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _zsub: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self.mu = np.atleast_1d(np.asarray(self.mu, dtype=float))
@@ -156,8 +157,17 @@ class Law:
         p, a, b = self.p, self.a, self.b
         if not (math.isfinite(p) and math.isfinite(a) and math.isfinite(b)) or a < 0 or b < 0:
             raise ValueError(f"GIG parameters outside the domain (p={p}, a={a}, b={b})")
-        if not np.isfinite(log_zsub(p, a, b)):
+        if not np.isfinite(self._log_zsub0()):
             raise ValueError(f"improper GIG subordinator (p={p}, a={a}, b={b})")
+
+    def _log_zsub0(self):
+        """log Z_sub(p, a, b) of the law's own subordinator, kept while p, a
+        and b stay (a density of one point at a time, as a quadrature asks
+        for, otherwise spends most of its time on it)."""
+        key = (self.p, self.a, self.b)
+        if self._zsub is None or self._zsub[0] != key:
+            self._zsub = (key, log_zsub(*key))
+        return self._zsub[1]
 
     @property
     def chol(self) -> np.ndarray:
@@ -214,7 +224,7 @@ class Law:
             w = linalg.solve_triangular(L, self.gamma, lower=True, check_finite=False)
             zw = w @ z
             w2 = float(w @ w)
-            out = (const + zw - log_zsub(self.p, self.a, self.b)
+            out = (const + zw - self._log_zsub0()
                    + log_zsub(self.p - 0.5 * d, self.a + w2, self.b + q))
         return out[0] if one else out
 

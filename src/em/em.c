@@ -116,7 +116,7 @@ const char *ghf__em_line_prefix(em_loop *L)
 
 static int loop_alloc(em_loop *L, int d)
 {
-    return ghf_params_alloc(&L->nx, d) || ghf_params_alloc(&L->th2, d) || ghf_params_alloc(&L->thx, d) ||
+    return ghf_params_alloc(&L->nx, d) || ghf_params_alloc(&L->th2, d) || ghf_params_alloc(&L->thx, d) || ghf_params_alloc(&L->thy, d) ||
            ghf_params_alloc(&L->cyc_cur, d) || ghf_params_alloc(&L->cyc_prev, d) || ghf_params_alloc(&L->gauss, d);
 }
 
@@ -125,6 +125,7 @@ static void loop_free(em_loop *L)
     ghf_params_free(&L->nx);
     ghf_params_free(&L->th2);
     ghf_params_free(&L->thx);
+    ghf_params_free(&L->thy);
     ghf_params_free(&L->cyc_cur);
     ghf_params_free(&L->cyc_prev);
     ghf_params_free(&L->gauss);
@@ -186,6 +187,8 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
     L.max_iter = o->max_iter < 0 ? 0 : o->max_iter;
     L.print = !o->quiet && e.rank == 0;
     L.lab = o->label ? o->label : "";
+    L.err = err;
+    L.errlen = errlen;
     ghf_em_state *st = &L.st;
     int rc = 0;
     double be_e0 = be->t_estep, be_a0 = be->t_allreduce;
@@ -231,7 +234,9 @@ int ghf_em_fit(MPI_Comm comm, ghf_backend *be, int d, const ghf_em_opts *o, ghf_
      * iterates therefore never lose likelihood beyond 1e-13 relative.  Cycles
      * carry no memory, and every check decides on (theta_k, theta_{k-1}, the
      * trace), so the state at a cycle start (what on_state sees) is all a
-     * resumed run needs to repeat the same arithmetic. */
+     * resumed run needs to repeat the same arithmetic.  With a gross outlier
+     * (o->outlier_note) an accepted theta' is improved further within its
+     * cycle: longer steps, the size of gamma (em_squarem.c, sq_lengthen). */
     L.phase = PH_CYCLE_START;
     L.cyc_iter = st->iter;
     L.ll_th1 = -INFINITY;

@@ -88,7 +88,10 @@ typedef enum { EM_GO_ON, EM_DONE, EM_ERROR } em_next;
 typedef struct em_loop {
     em_ctx *e;
     ghf_em_state st;
-    ghf_params nx, th2, thx, cyc_cur, cyc_prev, gauss;
+    ghf_params nx, th2, thx, thy, cyc_cur, cyc_prev, gauss;
+    double sq_alpha; /* the SQUAREM step length of thx */
+    char *err;       /* where a run-time error's message goes */
+    size_t errlen;
     em_phase phase;
     int cyc_iter;
     double ll_th1; /* log-likelihood of theta_{k+1} within a cycle */
@@ -110,7 +113,7 @@ int ghf__em_near_gaussian(const em_ctx *e, ghf_params *t);
 int ghf__em_start_state(em_ctx *e, ghf_em_state *st, int max_iter, ghf_em_result *r, char *err, size_t errlen);
 void ghf__em_gaussian_fit(em_ctx *e, ghf_em_result *r);
 int ghf__em_squarem_point(const ghf_params *t0, const ghf_params *t1, const ghf_params *t2, double fixed_p,
-                         ghf_params *out);
+                         double alpha_in, ghf_params *out, double *alpha_out);
 em_next ghf__em_step_extrapolated(em_loop *L, ghf_em_result *r, int erc);
 double ghf__em_kappa_of(const ghf_params *t);
 int ghf__em_collapsing(const em_ctx *e, const ghf_em_state *st, int k, double n_obs, char *why, size_t whylen);

@@ -208,7 +208,7 @@ em_next ghf__em_step_plain(em_loop *L, ghf_em_result *r, int erc)
     /* second step: st.prev = theta_k, st.cur = theta_{k+1}, nx = theta_{k+2} */
     L->ll_th1 = ll;
     ghf_params_copy(&L->th2, &L->nx);
-    const int ok = ghf__em_squarem_point(&st->prev, &st->cur, &L->th2, ghf_model_fixed_p(&e->model, e->d), &L->thx) == 0 && ghf_derive(&L->thx, &e->g) == 0;
+    const int ok = ghf__em_squarem_point(&st->prev, &st->cur, &L->th2, ghf_model_fixed_p(&e->model, e->d), 0.0, &L->thx, &L->sq_alpha) == 0 && ghf_derive(&L->thx, &e->g) == 0;
     ghf_params_copy(&st->prev, &st->cur);
     ghf_params_copy(&st->cur, &L->th2);
     st->iter = k + 1;
