@@ -315,6 +315,8 @@ static void print_table(collector *c)
         s->converged = r.r.converged;
         s->seconds = r.r.elapsed_s;
         snprintf(s->status, sizeof s->status, "%s", r.r.status);
+        rows[n - 1].n_components = r.r.n_components; /* a mixture: the K and icl columns */
+        rows[n - 1].icl = r.r.icl;
         ghf_rec_free(&r);
     }
     ghf_summary_print(stdout, rows, n, GHF_SORT_NONE);
