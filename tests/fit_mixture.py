@@ -271,6 +271,19 @@ elif MODE == "recovery":
         lab = np.argmax(comp_logpdf(m, X), axis=1)
         r = ari(lab, L)
         check(r >= 0.95, f"{fam} d={d}: adjusted Rand index of the MAP labels {r:.4f} >= 0.95")
+        # the real writer read back by ghfit eval: its /cluster is the MAP label of the written params, and
+        # its /responsibility and /logpdf are the mixture's (the readers' own tests use generated files)
+        ghfit(["eval", "--model", f"r_{fam}{d}.h5", "--data", fn, "--out", f"e_{fam}{d}.h5"], np_=2)
+        with h5py.File(f"e_{fam}{d}.h5", "r") as e:
+            ec, er, elp = e["cluster"][()], e["responsibility"][()], e["logpdf"][()]
+            eK = int(e.attrs["n_components"])
+        lp = comp_logpdf(m, X)
+        ref_lp = np.logaddexp.reduce(lp, axis=1)
+        check(eK == 3 and np.array_equal(ec, lab), f"{fam} d={d}: eval's /cluster is the MAP label of the fit")
+        check(ari(ec, L) >= 0.95 and np.allclose(er.sum(axis=1), 1.0, atol=1e-12),
+              f"{fam} d={d}: eval's /cluster ARI {ari(ec, L):.4f} >= 0.95, /responsibility rows sum to 1")
+        check(np.max(np.abs(elp - ref_lp)) <= 1e-9 * np.max(np.abs(ref_lp)),
+              f"{fam} d={d}: eval's /logpdf is the mixture log-density of the written params")
         check(abs(mix_loglik(m, X) - ll) <= 1e-9 * abs(ll), f"{fam} d={d}: loglik from the written params")
         check(monotone(m["trace"]), f"{fam} d={d}: the trace is monotone to 1e-12 ({len(m['trace'])} entries)")
         check(m["attrs"]["converged"] == 1, f"{fam} d={d}: converged ({m['attrs']['status']})")
