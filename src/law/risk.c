@@ -28,6 +28,17 @@ double ghf_factor_quad(int d, int nf, const double *B, const double *D, const do
 }
 
 /* one portfolio: the loss's (m, g, s) and its values; its worst status */
+/* The status of the portfolios (the most severe; ties: the first row) as
+ * rows report theirs; callers hold the critical section. */
+static void note_worst(int ws, int64_t row, int *worst, int64_t *first)
+{
+    const int a = ghf_risk_severity(ws), b = ghf_risk_severity(*worst);
+    if (a > b || (a == b && row < *first)) {
+        *worst = ws;
+        *first = row;
+    }
+}
+
 static int one(const ghf_risk_law *lw, const ghf_uni_plan *pl, int K, const double *wi, double *var, double *es)
 {
     const int d = lw->d;
@@ -69,13 +80,7 @@ int ghf_risk_portfolios(const ghf_risk_law *lw, int K, const double *alpha, size
         const int ws = one(lw, pl, K, w + i * d, var + i * K, es + i * K);
         if (ws != GHF_UNI_OK) {
 #pragma omp critical(ghf_risk_status)
-            {
-                const int a = ghf_risk_severity(ws), b = ghf_risk_severity(worst);
-                if (a > b || (a == b && row0 + i < first)) {
-                    worst = ws;
-                    first = row0 + i;
-                }
-            }
+            note_worst(ws, row0 + i, &worst, &first);
         }
     }
     ghf_uni_plan_free(pl);
@@ -147,13 +152,7 @@ int ghf_risk_portfolios_mix(const ghf_risk_law *comp, const double *prop, int Kc
                 ws = worse(ws, mix_var_es(L, prop, Kc, alpha[a], var + i * K + a, es + i * K + a));
             if (ws != GHF_UNI_OK) {
 #pragma omp critical(ghf_risk_status)
-                {
-                    const int sa = ghf_risk_severity(ws), sb = ghf_risk_severity(worst);
-                    if (sa > sb || (sa == sb && row0 + i < first)) {
-                        worst = ws;
-                        first = row0 + i;
-                    }
-                }
+                note_worst(ws, row0 + i, &worst, &first);
             }
         }
         free(L);
