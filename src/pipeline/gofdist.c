@@ -240,6 +240,28 @@ static ghf_sortkey *column_keys(MPI_Comm comm, const double *x, const double *q,
 }
 
 /* Collective: the radial column.  0, 1 or 2 (agreed, err). */
+/* Column j's margin test under the cdf f (ctx; radial as dist_column):
+ * its statistics and p-values into out, its QQ rows and PITs, progress.
+ * Collective; 0, or 1/2 with a message. */
+static int margin(MPI_Comm comm, const ghf_gof_input *in, const double *x, size_t nloc, int64_t row0, int j,
+                  ghf_gof_cdf_fn f, const void *ctx, int radial, ghf_gof_result *out, char *err, size_t errlen)
+{
+    ghf_sortkey *k = column_keys(comm, x, NULL, nloc, in->d, j, row0);
+    if (!k) {
+        snprintf(err, errlen, "gof: out of memory for %zu rows", nloc);
+        return 1;
+    }
+    ghf_gof_stat s;
+    const int st = dist_column(comm, in, k, nloc, f, ctx, radial, &s, out->qq + (size_t)j * (size_t)in->Q * 2,
+                               out->pit, in->d, j, out, err, errlen);
+    if (st) return st;
+    out->ks[j] = s.ks, out->ad[j] = s.ad, out->cvm[j] = s.cvm;
+    out->ks_p[j] = s.ks_p, out->ad_p[j] = s.ad_p, out->cvm_p[j] = s.cvm_p;
+    if (in->progress) in->progress("margins", j + 1, in->d);
+    if (in->tick) in->tick(in->tick_arg);
+    return 0;
+}
+
 static int dist_radial(MPI_Comm comm, const ghf_gof_input *in, const ghf_uni_mix *mx, const double *x, size_t nloc,
                        int64_t row0, ghf_gof_result *out, char *err, size_t errlen)
 {
@@ -297,20 +319,7 @@ static int dist_mixture(MPI_Comm comm, const ghf_gof_input *in, const double *x,
         }
         if (st) break;
         const ghf_gof_unimix M = {K, in->mix.prop, L};
-        ghf_sortkey *kk = column_keys(comm, x, NULL, nloc, in->d, (int)j, row0);
-        if (!kk) {
-            snprintf(err, errlen, "gof: out of memory for %zu rows", nloc);
-            st = 1;
-            break;
-        }
-        ghf_gof_stat s;
-        st = dist_column(comm, in, kk, nloc, ghf_gof_unimix_cdf, &M, 2, &s, out->qq + j * (size_t)in->Q * 2, out->pit,
-                         (int)d, (int)j, out, err, errlen);
-        if (st) break;
-        out->ks[j] = s.ks, out->ad[j] = s.ad, out->cvm[j] = s.cvm;
-        out->ks_p[j] = s.ks_p, out->ad_p[j] = s.ad_p, out->cvm_p[j] = s.cvm_p;
-        if (in->progress) in->progress("margins", (int)j + 1, (int)d);
-        if (in->tick) in->tick(in->tick_arg);
+        if ((st = margin(comm, in, x, nloc, row0, (int)j, ghf_gof_unimix_cdf, &M, 2, out, err, errlen))) break;
     }
     if (!st) radial_none(in, out);
     free(mx);
@@ -360,20 +369,7 @@ int ghf_gof_compute_dist(MPI_Comm comm, const ghf_gof_input *in, const double *x
             break;
         }
         const ghf_uni_law L = {&mx, in->mu[j], in->gauss ? 0.0 : in->gamma[j], sqrt(in->sigma[j * d + j])};
-        ghf_sortkey *k = column_keys(comm, x, NULL, nloc, in->d, (int)j, row0);
-        if (!k) {
-            snprintf(err, errlen, "gof: out of memory for %zu rows", nloc);
-            st = 1;
-            break;
-        }
-        ghf_gof_stat s;
-        st = dist_column(comm, in, k, nloc, ghf_gof_uni_cdf, &L, 0, &s, out->qq + j * (size_t)in->Q * 2, out->pit,
-                         (int)d, (int)j, out, err, errlen);
-        if (st) break;
-        out->ks[j] = s.ks, out->ad[j] = s.ad, out->cvm[j] = s.cvm;
-        out->ks_p[j] = s.ks_p, out->ad_p[j] = s.ad_p, out->cvm_p[j] = s.cvm_p;
-        if (in->progress) in->progress("margins", (int)j + 1, (int)d);
-        if (in->tick) in->tick(in->tick_arg);
+        if ((st = margin(comm, in, x, nloc, row0, (int)j, ghf_gof_uni_cdf, &L, 0, out, err, errlen))) break;
     }
     if (!st) st = dist_radial(comm, in, &mx, x, nloc, row0, out, err, errlen);
     if (st) ghf_gof_result_free(out);
