@@ -39,7 +39,10 @@ static void note_worst(int ws, int64_t row, int *worst, int64_t *first)
     }
 }
 
-static int one(const ghf_risk_law *lw, const ghf_uni_plan *pl, int K, const double *wi, double *var, double *es)
+/* The loss L = -w'X given Y: location m = -w'mu, skewness g = -w'gamma and
+ * scale s = sqrt(w' Sigma w) (the factor form: w'Dw + |B'w|^2, Sigma never
+ * formed). */
+static void loss_law(const ghf_risk_law *lw, const double *wi, double *m_, double *g_, double *s_)
 {
     const int d = lw->d;
     double m = 0.0, g = 0.0, s2 = 0.0;
@@ -50,15 +53,24 @@ static int one(const ghf_risk_law *lw, const ghf_uni_plan *pl, int K, const doub
         }
         s2 = ghf_factor_quad(d, lw->nf, lw->B, lw->D, wi, NULL);
     } else
-    for (int j = 0; j < d; j++) {
-        double t = 0.0;
-        for (int k = 0; k < d; k++) t += lw->sigma[(size_t)j * d + k] * wi[k];
-        m -= wi[j] * lw->mu[j];
-        g -= wi[j] * lw->gamma[j];
-        s2 += wi[j] * t;
-    }
+        for (int j = 0; j < d; j++) {
+            double t = 0.0;
+            for (int k = 0; k < d; k++) t += lw->sigma[(size_t)j * d + k] * wi[k];
+            m -= wi[j] * lw->mu[j];
+            g -= wi[j] * lw->gamma[j];
+            s2 += wi[j] * t;
+        }
+    *m_ = m;
+    *g_ = g;
+    *s_ = sqrt(s2 > 0.0 ? s2 : 0.0);
+}
+
+static int one(const ghf_risk_law *lw, const ghf_uni_plan *pl, int K, const double *wi, double *var, double *es)
+{
+    double m, g, s;
+    loss_law(lw, wi, &m, &g, &s);
     int stk[GHF_RISK_MAX_ALPHA];
-    ghf_uni_plan_eval(pl, m, g, sqrt(s2 > 0.0 ? s2 : 0.0), var, es, stk);
+    ghf_uni_plan_eval(pl, m, g, s, var, es, stk);
     int ws = GHF_UNI_OK;
     for (int k = 0; k < K; k++)
         if (ghf_risk_severity(stk[k]) > ghf_risk_severity(ws)) ws = stk[k];
@@ -136,16 +148,9 @@ int ghf_risk_portfolios_mix(const ghf_risk_law *comp, const double *prop, int Kc
             if (!L) continue;
             const double *wi = w + i * d;
             for (int c = 0; c < Kc; c++) {
-                const ghf_risk_law *lw = &comp[c];
-                double m = 0.0, g = 0.0, s2 = 0.0;
-                for (int j = 0; j < d; j++) {
-                    double t = 0.0;
-                    for (int k = 0; k < d; k++) t += lw->sigma[(size_t)j * d + k] * wi[k];
-                    m -= wi[j] * lw->mu[j];
-                    g -= wi[j] * lw->gamma[j];
-                    s2 += wi[j] * t;
-                }
-                L[c] = (ghf_uni_law){&mx[c], m, g, sqrt(s2 > 0.0 ? s2 : 0.0)};
+                double m, g, s;
+                loss_law(&comp[c], wi, &m, &g, &s);
+                L[c] = (ghf_uni_law){&mx[c], m, g, s};
             }
             int ws = GHF_UNI_OK;
             for (int a = 0; a < K; a++)
